@@ -1,0 +1,1 @@
+"""SageMaker hosting layer: settings, serve supervisor, nginx front door, Python service."""

@@ -1,0 +1,201 @@
+"""tensorflow_model_server's command line: the same flag names, defaults and syntax.
+
+TF's flag parser takes `--name=value` (and bare `--name` for booleans); we also take
+`--name value`. Flags that mean nothing for this server are accepted and, when set to
+something other than their default, ignored with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_CPUS = os.cpu_count() or 1
+
+
+class FlagError(ValueError):
+    """A bad command line: unknown flag or a value of the wrong form."""
+
+
+@dataclass
+class ServerOptions:
+    """Parsed flags. Field names are tensorflow_model_server's flag names."""
+
+    port: int = 8500
+    grpc_socket_path: str = ""
+    rest_api_port: int = 0
+    rest_api_num_threads: int = 4 * _CPUS
+    rest_api_timeout_in_ms: int = 30000
+    rest_api_enable_cors_support: bool = False
+    enable_batching: bool = False
+    allow_version_labels_for_unavailable_models: bool = False
+    batching_parameters_file: str = ""
+    enable_per_model_batching_parameters: bool = False
+    model_config_file: str = ""
+    model_config_file_poll_wait_seconds: int = 0
+    model_name: str = "default"
+    model_base_path: str = ""
+    max_num_load_retries: int = 5
+    load_retry_interval_micros: int = 60 * 1000 * 1000
+    file_system_poll_wait_seconds: int = 1
+    tensorflow_session_parallelism: int = 0
+    tensorflow_intra_op_parallelism: int = 0
+    tensorflow_inter_op_parallelism: int = 0
+    saved_model_tags: str = "serve"
+    grpc_channel_arguments: str = ""
+    grpc_max_threads: int = 4 * _CPUS
+    enable_model_warmup: bool = True
+    num_request_iterations_for_warmup: int = 0
+    monitoring_config_file: str = ""
+    enable_signature_method_name_check: bool = False
+    version: bool = False
+    # Our extension: the address both servers bind (TF Serving binds every interface).
+    bind_address: str = "0.0.0.0"
+    # Accepted for compatibility; they change nothing here.
+    ignored: dict[str, Any] = field(default_factory=dict)
+
+
+# Flags of tensorflow_model_server that have no effect in this server, with their defaults.
+IGNORED_FLAGS: dict[str, Any] = {
+    "num_load_threads": 0,
+    "num_unload_threads": 0,
+    "flush_filesystem_caches": True,
+    "tensorflow_session_config_file": "",
+    "use_alts_credentials": False,
+    "ssl_config_file": "",
+    "platform_config_file": "",
+    "per_process_gpu_memory_fraction": 0.0,
+    "remove_unused_fields_from_bundle_metagraph": True,
+    "prefer_tflite_model": False,
+    "num_tflite_pools": 1,
+    "num_tflite_interpreters_per_pool": 1,
+    "tflite_num_threads": 1,
+    "enable_profiler": True,
+    "xla_cpu_compilation_enabled": False,
+    "xla_gpu_compilation_enabled": False,
+    "mixed_precision": "",
+    "skip_initialize_tpu": False,
+    "enable_grpc_healthcheck_service": False,
+    "thread_pool_factory_config_file": "",
+    "enable_tflite_xnnpack_delegate": False,
+    "use_tflite_model": False,
+    "grpc_health_check_period_ms": 0,
+}
+
+_DEFAULTS = {f.name: f.default for f in fields(ServerOptions) if f.name != "ignored"}
+_TYPES = {f.name: type(f.default) for f in fields(ServerOptions) if f.name != "ignored"}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _convert(name: str, kind: type, raw: str | None) -> Any:
+    if kind is bool:
+        if raw is None or raw in ("true", "1"):
+            return True
+        if raw in ("false", "0"):
+            return False
+        raise FlagError(f"Illegal value for flag --{name}: '{raw}' (expected true or false)")
+    if raw is None:
+        raise FlagError(f"Missing value for flag --{name}")
+    if kind is int:
+        try:
+            value = int(raw, 10)
+        except ValueError:
+            raise FlagError(f"Illegal value for flag --{name}: '{raw}' (expected an integer)") from None
+        if name != "load_retry_interval_micros" and not _INT32_MIN <= value <= _INT32_MAX:
+            raise FlagError(f"Illegal value for flag --{name}: '{raw}' (out of int32 range)")
+        return value
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise FlagError(f"Illegal value for flag --{name}: '{raw}' (expected a number)") from None
+    return raw
+
+
+def usage(program: str = "tfs-model-server") -> str:
+    """A usage text listing every flag with its default."""
+    lines = [f"usage: {program}", "Flags:"]
+    for name, default in {**_DEFAULTS, **IGNORED_FLAGS}.items():
+        shown = str(default).lower() if isinstance(default, bool) else repr(default) if isinstance(
+            default, str) else default
+        lines.append(f"\t--{name}={shown}")
+    return "\n".join(lines)
+
+
+def parse(argv: Sequence[str]) -> ServerOptions:
+    """Parse argv (without the program name) into ServerOptions, or raise FlagError."""
+    options = ServerOptions()
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("--") or arg == "--":
+            raise FlagError(f"unknown argument: {arg}")
+        name, eq, raw = arg[2:].partition("=")
+        value: str | None = raw if eq else None
+        kind = _TYPES.get(name) or (type(IGNORED_FLAGS[name]) if name in IGNORED_FLAGS else None)
+        if kind is None:
+            raise FlagError(f"unknown argument: {arg}")
+        if value is None and kind is not bool:
+            if i >= len(args):
+                raise FlagError(f"Missing value for flag --{name}")
+            value = args[i]
+            i += 1
+        converted = _convert(name, kind, value)
+        if name in IGNORED_FLAGS:
+            options.ignored[name] = converted
+        else:
+            setattr(options, name, converted)
+    return options
+
+
+def validate(options: ServerOptions) -> None:
+    """Cross-flag rules tensorflow_model_server enforces at start-up."""
+    if options.version:
+        return
+    if not options.model_base_path and not options.model_config_file:
+        raise FlagError("Both --model_base_path and --model_config_file are empty: "
+                        "one of them is required")
+    if options.port == 0 and not options.grpc_socket_path:
+        raise FlagError("Server failed to start: --port=0 needs --grpc_socket_path")
+    for name in ("port", "rest_api_port"):
+        if not 0 <= getattr(options, name) <= 65535:
+            raise FlagError(f"Illegal value for flag --{name}: {getattr(options, name)}")
+    if options.batching_parameters_file and not options.enable_batching:
+        raise FlagError("--batching_parameters_file is set without --enable_batching")
+    if options.tensorflow_session_parallelism and (
+        options.tensorflow_intra_op_parallelism or options.tensorflow_inter_op_parallelism
+    ):
+        raise FlagError("Either configure --tensorflow_session_parallelism or "
+                        "(--tensorflow_intra_op_parallelism, --tensorflow_inter_op_parallelism). "
+                        "Both can not be set.")
+    for name in ("rest_api_num_threads", "grpc_max_threads"):
+        if getattr(options, name) <= 0:
+            raise FlagError(f"Illegal value for flag --{name}: must be positive")
+    for name, value in options.ignored.items():
+        if value != IGNORED_FLAGS[name]:
+            log.info("Flag --%s=%s is accepted for compatibility and has no effect here", name,
+                     value)
+    if options.enable_per_model_batching_parameters:
+        log.info("--enable_per_model_batching_parameters: batching_params.pbtxt in model "
+                 "directories are not read; the global batching parameters apply")
+
+
+def grpc_channel_arguments(text: str) -> list[tuple[str, int | str]]:
+    """`k=v,k=v` into gRPC server options (integers where they parse)."""
+    result: list[tuple[str, int | str]] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise FlagError(f"Illegal value for flag --grpc_channel_arguments: '{item}'")
+        try:
+            result.append((key, int(value)))
+        except ValueError:
+            result.append((key, value))
+    return result

@@ -1,0 +1,132 @@
+"""TF Serving's Prometheus metrics, with its names and text layout.
+
+TF Serving exports counters without the `_total` suffix that prometheus_client adds, so the
+few metrics it defines are kept here and rendered in the Prometheus text format directly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Sequence
+
+
+def _exponential(scale: float, growth: float, count: int) -> list[float]:
+    return [scale * growth**i for i in range(count)]
+
+
+# monitoring::Buckets::Exponential(10, 1.8, 33): microseconds, up to ~20 minutes.
+LATENCY_BUCKETS = _exponential(10, 1.8, 33)
+# request_example_counts: Exponential(1, 2, 15).
+EXAMPLE_COUNT_BUCKETS = _exponential(1, 2, 15)
+
+
+def _mangle(name: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else ":" for c in name)
+    return "_" + out if out[:1].isdigit() else out
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
+    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
+    if extra:
+        parts.append(extra)
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def _number(value: float) -> str:
+    return repr(int(value)) if float(value).is_integer() else repr(value)
+
+
+class Counter:
+    def __init__(self, name: str, labels: Sequence[str]) -> None:
+        self.name, self.label_names = _mangle(name), tuple(labels)
+        self._values: dict[tuple[str, ...], int] = {}
+        self._lock = threading.Lock()
+
+    def inc(self, *labels: str, amount: int = 1) -> None:
+        with self._lock:
+            self._values[labels] = self._values.get(labels, 0) + amount
+
+    def value(self, *labels: str) -> int:
+        return self._values.get(labels, 0)
+
+    def render(self) -> list[str]:
+        with self._lock:
+            items = sorted(self._values.items())
+        lines = [f"# TYPE {self.name} counter"]
+        lines += [f"{self.name}{_labels(self.label_names, k)} {v}" for k, v in items]
+        return lines
+
+
+class Histogram:
+    def __init__(self, name: str, labels: Sequence[str], buckets: Sequence[float]) -> None:
+        self.name, self.label_names = _mangle(name), tuple(labels)
+        self.buckets = list(buckets)
+        self._values: dict[tuple[str, ...], list[float]] = {}  # counts per bucket + [sum, count]
+        self._lock = threading.Lock()
+
+    def observe(self, value: float, *labels: str) -> None:
+        index = bisect.bisect_left(self.buckets, value)
+        with self._lock:
+            row = self._values.get(labels)
+            if row is None:
+                row = self._values[labels] = [0.0] * (len(self.buckets) + 3)
+            row[index] += 1
+            row[-2] += value
+            row[-1] += 1
+
+    def count(self, *labels: str) -> int:
+        row = self._values.get(labels)
+        return int(row[-1]) if row else 0
+
+    def render(self) -> list[str]:
+        with self._lock:
+            items = sorted((k, list(v)) for k, v in self._values.items())
+        lines = [f"# TYPE {self.name} histogram"]
+        for key, row in items:
+            cumulative = 0.0
+            for limit, n in zip([*self.buckets, float("inf")], row[:-2], strict=True):
+                cumulative += n
+                le = "+Inf" if limit == float("inf") else f"{limit:.6g}"
+                bucket_labels = _labels(self.label_names, key, 'le="' + le + '"')
+                lines.append(f"{self.name}_bucket{bucket_labels} {_number(cumulative)}")
+            lines.append(f"{self.name}_sum{_labels(self.label_names, key)} {_number(row[-2])}")
+            lines.append(f"{self.name}_count{_labels(self.label_names, key)} {_number(row[-1])}")
+        return lines
+
+
+class ServingMetrics:
+    """The metrics one model server process exports."""
+
+    def __init__(self) -> None:
+        self.request_count = Counter("/tensorflow/serving/request_count", ["model_name", "status"])
+        self.request_latency = Histogram("/tensorflow/serving/request_latency",
+                                         ["model_name", "API", "entrypoint"], LATENCY_BUCKETS)
+        self.runtime_latency = Histogram("/tensorflow/serving/runtime_latency",
+                                         ["model_name", "API", "runtime"], LATENCY_BUCKETS)
+        self.example_counts = Histogram("/tensorflow/serving/request_example_counts", ["model"],
+                                        EXAMPLE_COUNT_BUCKETS)
+        self.example_count_total = Counter("/tensorflow/serving/request_example_count_total",
+                                           ["model"])
+        self.load_attempt_count = Counter("/tensorflow/cc/saved_model/load_attempt_count",
+                                          ["model_path", "status"])
+        self.load_latency = Counter("/tensorflow/cc/saved_model/load_latency", ["model_path"])
+        self.warmup_latency = Histogram("/tensorflow/serving/model_warmup_latency",
+                                        ["model_path", "status"], LATENCY_BUCKETS)
+        self.queuing_latency = Histogram("/tensorflow/serving/batching_session/queuing_latency",
+                                         ["thread_pool_name"], LATENCY_BUCKETS)
+        self.batch_size = Histogram("/tensorflow/serving/batching_session/batch_size",
+                                    ["thread_pool_name"], EXAMPLE_COUNT_BUCKETS)
+        self._all = [self.request_count, self.request_latency, self.runtime_latency,
+                     self.example_counts, self.example_count_total, self.load_attempt_count,
+                     self.load_latency, self.warmup_latency, self.queuing_latency, self.batch_size]
+
+    def render(self) -> bytes:
+        lines: list[str] = []
+        for metric in self._all:
+            lines += metric.render()
+        return ("\n".join(lines) + "\n").encode()

