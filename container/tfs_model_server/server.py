@@ -206,15 +206,16 @@ class ModelServer:
 
 def run(options: flags.ServerOptions) -> int:
     """Run a server to completion; the process exit code."""
-    server = ModelServer(options)
     try:
-        server.start()
+        server = ModelServer(options)
     except ServingError as exc:
         print(f"Failed to start server. Error: {exc.message}", flush=True)
-        server.stop()
         return 1
-    except OSError as exc:
-        print(f"Failed to start server. Error: {exc}", flush=True)
+    try:
+        server.start()
+    except (ServingError, OSError) as exc:
+        message = exc.message if isinstance(exc, ServingError) else str(exc)
+        print(f"Failed to start server. Error: {message}", flush=True)
         server.stop()
         return 1
     try:

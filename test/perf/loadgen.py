@@ -1,0 +1,69 @@
+"""A small closed-loop load generator: N threads, each sending requests back to back."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+# A worker factory returns a per-thread callable that sends one request and raises on failure.
+WorkerFactory = Callable[[], Callable[[], None]]
+
+
+@dataclass
+class LoadResult:
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def run_load(factory: WorkerFactory, concurrency: int, seconds: float = 5.0,
+             warmup_requests: int = 5) -> LoadResult:
+    """Run `concurrency` closed loops for `seconds`; latency percentiles over all requests."""
+    latencies: list[list[float]] = [[] for _ in range(concurrency)]
+    errors = [0] * concurrency
+    start_gate = threading.Barrier(concurrency + 1)
+    stop_at = [0.0]
+
+    def loop(i: int) -> None:
+        send = factory()
+        for _ in range(warmup_requests):
+            send()
+        start_gate.wait()
+        while time.perf_counter() < stop_at[0]:
+            t0 = time.perf_counter()
+            try:
+                send()
+            except Exception:
+                errors[i] += 1
+                continue
+            latencies[i].append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    stop_at[0] = time.perf_counter() + 3600
+    start_gate.wait()
+    began = time.perf_counter()
+    stop_at[0] = began + seconds
+    for thread in threads:
+        thread.join(seconds + 120)
+    elapsed = time.perf_counter() - began
+    flat = np.array([x for per in latencies for x in per]) * 1000
+    count = int(flat.size)
+    return LoadResult(
+        concurrency=concurrency, requests=count, errors=sum(errors), seconds=round(elapsed, 3),
+        rps=round(count / elapsed, 1),
+        p50_ms=round(float(np.percentile(flat, 50)), 3) if count else float("nan"),
+        p99_ms=round(float(np.percentile(flat, 99)), 3) if count else float("nan"),
+    )
