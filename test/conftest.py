@@ -9,7 +9,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-
 from tfs_model_server.process import ModelServerProcess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -19,8 +18,9 @@ VENV_BIN = Path(sys.executable).parent
 OUR_SERVER = str(VENV_BIN / "tfs-model-server")
 
 
-def start_model_server(args: Sequence[str], log_path: Path, ready_model: str | None = None,
-                       timeout: float = 120) -> ModelServerProcess:
+def start_model_server(
+    args: Sequence[str], log_path: Path, ready_model: str | None = None, timeout: float = 120
+) -> ModelServerProcess:
     """Start our tfs-model-server; wait until ready_model is AVAILABLE (or the process exits)."""
     server = ModelServerProcess(list(args), log_path, executable=OUR_SERVER).start()
     if ready_model is None:
@@ -32,8 +32,9 @@ def start_model_server(args: Sequence[str], log_path: Path, ready_model: str | N
 
 
 @contextlib.contextmanager
-def model_server(args: Sequence[str], log_path: Path, ready_model: str | None = None
-                 ) -> Iterator[ModelServerProcess]:
+def model_server(
+    args: Sequence[str], log_path: Path, ready_model: str | None = None
+) -> Iterator[ModelServerProcess]:
     """A running model server for the duration of the block; it fails loudly if it died."""
     server = start_model_server(args, log_path, ready_model)
     try:

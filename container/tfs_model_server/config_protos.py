@@ -6,8 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-from google.protobuf import wrappers_pb2  # noqa: F401  (registers wrappers.proto in the pool)
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+    wrappers_pb2,  # noqa: F401  (registers wrappers.proto in the pool)
+)
 from tensorflow_serving.config import model_server_config_pb2
 
 from .errors import invalid_argument
@@ -15,8 +20,14 @@ from .errors import invalid_argument
 _F = descriptor_pb2.FieldDescriptorProto
 
 
-def _field(msg: descriptor_pb2.DescriptorProto, name: str, number: int, ftype: int,
-           type_name: str = "", repeated: bool = False) -> None:
+def _field(
+    msg: descriptor_pb2.DescriptorProto,
+    name: str,
+    number: int,
+    ftype: int,
+    type_name: str = "",
+    repeated: bool = False,
+) -> None:
     field = msg.field.add(name=name, number=number, type=ftype)
     if type_name:
         field.type_name = type_name
@@ -31,7 +42,11 @@ def _build_file() -> descriptor_pb2.FileDescriptorProto:
         dependency=["google/protobuf/wrappers.proto"],
     )
     bp = fd.message_type.add(name="BatchingParameters")
-    i64, s, b = ".google.protobuf.Int64Value", ".google.protobuf.StringValue", ".google.protobuf.BoolValue"
+    i64, s, b = (
+        ".google.protobuf.Int64Value",
+        ".google.protobuf.StringValue",
+        ".google.protobuf.BoolValue",
+    )
     _field(bp, "max_batch_size", 1, _F.TYPE_MESSAGE, i64)
     _field(bp, "batch_timeout_micros", 2, _F.TYPE_MESSAGE, i64)
     _field(bp, "max_enqueued_batches", 3, _F.TYPE_MESSAGE, i64)
@@ -57,7 +72,9 @@ def _messages() -> dict[str, type]:
     except KeyError:
         pool.Add(_build_file())
     return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.serving.{name}"))
+        name: message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"tensorflow.serving.{name}")
+        )
         for name in ("BatchingParameters", "PrometheusConfig", "MonitoringConfig")
     }
 

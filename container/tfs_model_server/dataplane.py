@@ -17,7 +17,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
 from . import servable as sv
 from .batching import SharedBatchScheduler
-from .errors import Code, ServingError, invalid_argument
+from .errors import Code, ServingError, deadline_exceeded, invalid_argument
 from .manager import ModelManager, State
 from .metrics import ServingMetrics
 from .servable import Servable, Signature
@@ -89,19 +89,29 @@ class DataPlane:
         self.method_name_check = method_name_check
 
     # ----- running a signature (optionally batched) --------------------------------------
-    def run(self, servable: Servable, signature: Signature, inputs: Mapping[str, np.ndarray],
-            output_aliases: Sequence[str], deadline: float | None = None,
-            api: str = "Predict") -> dict[str, np.ndarray]:
+    def run(
+        self,
+        servable: Servable,
+        signature: Signature,
+        inputs: Mapping[str, np.ndarray],
+        output_aliases: Sequence[str],
+        deadline: float | None = None,
+        api: str = "Predict",
+    ) -> dict[str, np.ndarray]:
         """Run one signature; batched only when it feeds and fetches the whole signature."""
         start = time.perf_counter()
-        batchable = (self.scheduler is not None and len(inputs) == len(signature.inputs)
-                     and len(output_aliases) == len(signature.outputs))
+        batchable = (
+            self.scheduler is not None
+            and len(inputs) == len(signature.inputs)
+            and len(output_aliases) == len(signature.outputs)
+        )
         try:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise deadline_exceeded("Deadline exceeded before the model was run")
             if not batchable:
-                timeout_ms = None
-                if deadline is not None:
-                    timeout_ms = max(1, int((deadline - time.monotonic()) * 1000))
-                return servable.run(signature, inputs, output_aliases, timeout_ms)
+                # The Session's own timeout (--rest_api_timeout_in_ms) bounds the run; one
+                # callable per (feeds, fetches) keeps calls cheap, so no per-request timeout.
+                return servable.run(signature, inputs, output_aliases)
             key = (id(servable), signature.key, tuple(sorted(inputs)), tuple(output_aliases))
 
             def run_batch(merged: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -110,44 +120,65 @@ class DataPlane:
             assert self.scheduler is not None
             return self.scheduler.queue(key, run_batch).run(dict(inputs), deadline)
         finally:
-            self.metrics.runtime_latency.observe((time.perf_counter() - start) * 1e6,
-                                                 servable.name, api, "TF1")
+            self.metrics.runtime_latency.observe(
+                (time.perf_counter() - start) * 1e6, servable.name, api, "TF1"
+            )
 
     # ----- Predict ----------------------------------------------------------------------
-    def predict_on(self, servable: Servable, signature_name: str,
-                   inputs: Mapping[str, np.ndarray] | InputsFn, output_filter: Sequence[str] = (),
-                   deadline: float | None = None) -> PredictResult:
+    def predict_on(
+        self,
+        servable: Servable,
+        signature_name: str,
+        inputs: Mapping[str, np.ndarray] | InputsFn,
+        output_filter: Sequence[str] = (),
+        deadline: float | None = None,
+    ) -> PredictResult:
         """Predict against one loaded version (also used by warmup)."""
         signature = servable.signature(signature_name or sv.DEFAULT_SIGNATURE)
         if self.method_name_check and signature.method_name not in (
-                sv.PREDICT_METHOD, sv.CLASSIFY_METHOD, sv.REGRESS_METHOD):
-            raise ServingError(Code.INTERNAL, (
-                "Expected prediction signature method_name to be one of {"
-                f"{sv.PREDICT_METHOD}, {sv.CLASSIFY_METHOD}, {sv.REGRESS_METHOD}}}. "
-                f"Was: {signature.method_name}"))
+            sv.PREDICT_METHOD,
+            sv.CLASSIFY_METHOD,
+            sv.REGRESS_METHOD,
+        ):
+            raise ServingError(
+                Code.INTERNAL,
+                (
+                    "Expected prediction signature method_name to be one of {"
+                    f"{sv.PREDICT_METHOD}, {sv.CLASSIFY_METHOD}, {sv.REGRESS_METHOD}}}. "
+                    f"Was: {signature.method_name}"
+                ),
+            )
         given = inputs(signature) if callable(inputs) else inputs
         aliases = sv.predict_plan(servable.name, signature, list(given), output_filter)
         full = sv.default_inputs(signature, given)
         outputs = self.run(servable, signature, full, aliases, deadline)
         return PredictResult(servable.name, servable.version, signature.key, outputs)
 
-    def predict(self, ref: ModelRef, inputs: Mapping[str, np.ndarray] | InputsFn,
-                output_filter: Sequence[str] = (), deadline: float | None = None) -> PredictResult:
+    def predict(
+        self,
+        ref: ModelRef,
+        inputs: Mapping[str, np.ndarray] | InputsFn,
+        output_filter: Sequence[str] = (),
+        deadline: float | None = None,
+    ) -> PredictResult:
         ref.check()
         with self.manager.servable(ref.name, ref.version, ref.label) as servable:
             return self.predict_on(servable, ref.signature_name, inputs, output_filter, deadline)
 
     # ----- Classify / Regress --------------------------------------------------------------
-    def _inference_signature(self, servable: Servable, signature_name: str, method: str
-                             ) -> Signature:
+    def _inference_signature(
+        self, servable: Servable, signature_name: str, method: str
+    ) -> Signature:
         name = signature_name or sv.DEFAULT_SIGNATURE
         signature = servable.signatures.get(name)
         if signature is None:
             raise invalid_argument(f"No signature was found with the name: {name}")
         kind = "classification" if method == sv.CLASSIFY_METHOD else "regression"
         if self.method_name_check and signature.method_name != method:
-            raise invalid_argument(f"Expected {kind} signature method_name to be {method}. "
-                                   f"Was: {signature.method_name}")
+            raise invalid_argument(
+                f"Expected {kind} signature method_name to be {method}. "
+                f"Was: {signature.method_name}"
+            )
         if len(signature.inputs) != 1:
             raise invalid_argument("Expected one input Tensor.")
         if "inputs" not in signature.inputs:
@@ -155,21 +186,25 @@ class DataPlane:
         if method == sv.CLASSIFY_METHOD:
             if len(signature.outputs) not in (1, 2):
                 raise invalid_argument(
-                    f"Expected one or two output Tensors, found {len(signature.outputs)}")
+                    f"Expected one or two output Tensors, found {len(signature.outputs)}"
+                )
             if "classes" not in signature.outputs and "scores" not in signature.outputs:
                 raise invalid_argument(
-                    'Expected classification signature outputs to contain at least one of '
-                    f'"classes" or "scores". Signature was: {signature.proto}')
+                    "Expected classification signature outputs to contain at least one of "
+                    f'"classes" or "scores". Signature was: {signature.proto}'
+                )
         else:
             if len(signature.outputs) != 1:
                 raise invalid_argument("Expected one output Tensor.")
             if "outputs" not in signature.outputs:
                 raise invalid_argument(
-                    f"No regression outputs found in SignatureDef: {signature.proto}")
+                    f"No regression outputs found in SignatureDef: {signature.proto}"
+                )
         return signature
 
-    def _examples_tensor(self, servable: Servable, examples: Sequence[bytes],
-                         context: bytes | None) -> np.ndarray:
+    def _examples_tensor(
+        self, servable: Servable, examples: Sequence[bytes], context: bytes | None
+    ) -> np.ndarray:
         if not examples:
             raise invalid_argument("Input is empty.")
         if context:
@@ -180,70 +215,122 @@ class DataPlane:
         self.metrics.example_count_total.inc(servable.name, amount=len(examples))
         return tensor
 
-    def classify_on(self, servable: Servable, signature_name: str, examples: Sequence[bytes],
-                    context: bytes | None = None, deadline: float | None = None) -> InferenceResult:
+    def classify_on(
+        self,
+        servable: Servable,
+        signature_name: str,
+        examples: Sequence[bytes],
+        context: bytes | None = None,
+        deadline: float | None = None,
+    ) -> InferenceResult:
         signature = self._inference_signature(servable, signature_name, sv.CLASSIFY_METHOD)
         tensor = self._examples_tensor(servable, examples, context)
         aliases = [a for a in ("classes", "scores") if a in signature.outputs]
         out = self.run(servable, signature, {"inputs": tensor}, aliases, deadline, "Classify")
         n = len(tensor)
         classes, scores = out.get("classes"), out.get("scores")
-        for what, value, dtype in (("classes", classes, "DT_STRING"), ("scores", scores, "DT_FLOAT")):
+        for what, value, dtype in (
+            ("classes", classes, "DT_STRING"),
+            ("scores", scores, "DT_FLOAT"),
+        ):
             if value is None:
                 continue
             if value.ndim != 2:
-                raise invalid_argument("Expected Tensor shape: [batch_size num_classes] but got "
-                                       f"[{','.join(map(str, value.shape))}]")
+                raise invalid_argument(
+                    "Expected Tensor shape: [batch_size num_classes] but got "
+                    f"[{','.join(map(str, value.shape))}]"
+                )
             ok = value.dtype == object if what == "classes" else value.dtype == np.float32
             if not ok:
-                raise invalid_argument(f"Expected {what} Tensor of {dtype}. Got: "
-                                       f"DT_{str(value.dtype).upper()}")
+                raise invalid_argument(
+                    f"Expected {what} Tensor of {dtype}. Got: DT_{str(value.dtype).upper()}"
+                )
             if value.shape[0] != n:
-                raise invalid_argument(f"Expected {what} output batch size of {n}. "
-                                       f"Got: {value.shape[0]}")
+                raise invalid_argument(
+                    f"Expected {what} output batch size of {n}. Got: {value.shape[0]}"
+                )
         if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
-            raise invalid_argument("Tensors class and score should match in dim_size(1). Got "
-                                   f"{classes.shape[1]} vs. {scores.shape[1]}")
+            raise invalid_argument(
+                "Tensors class and score should match in dim_size(1). Got "
+                f"{classes.shape[1]} vs. {scores.shape[1]}"
+            )
         width = (classes if classes is not None else scores).shape[1]
-        results = [[(bytes(classes[i, c]) if classes is not None else b"",
-                     float(scores[i, c]) if scores is not None else 0.0) for c in range(width)]
-                   for i in range(n)]
-        return InferenceResult(servable.name, servable.version, signature.key,
-                               classifications=results)
+        results = [
+            [
+                (
+                    bytes(classes[i, c]) if classes is not None else b"",
+                    float(scores[i, c]) if scores is not None else 0.0,
+                )
+                for c in range(width)
+            ]
+            for i in range(n)
+        ]
+        return InferenceResult(
+            servable.name, servable.version, signature.key, classifications=results
+        )
 
-    def regress_on(self, servable: Servable, signature_name: str, examples: Sequence[bytes],
-                   context: bytes | None = None, deadline: float | None = None) -> InferenceResult:
+    def regress_on(
+        self,
+        servable: Servable,
+        signature_name: str,
+        examples: Sequence[bytes],
+        context: bytes | None = None,
+        deadline: float | None = None,
+    ) -> InferenceResult:
         signature = self._inference_signature(servable, signature_name, sv.REGRESS_METHOD)
         tensor = self._examples_tensor(servable, examples, context)
         out = self.run(servable, signature, {"inputs": tensor}, ["outputs"], deadline, "Regress")
         value = out["outputs"]
         if not (value.ndim == 1 or (value.ndim == 2 and value.shape[1] == 1)):
-            raise invalid_argument("Expected output Tensor shape to be either [batch_size] or "
-                                   f"[batch_size, 1] but got [{','.join(map(str, value.shape))}]")
+            raise invalid_argument(
+                "Expected output Tensor shape to be either [batch_size] or "
+                f"[batch_size, 1] but got [{','.join(map(str, value.shape))}]"
+            )
         if value.dtype != np.float32:
-            raise invalid_argument(f"Expected output Tensor of DT_FLOAT. Got: "
-                                   f"DT_{str(value.dtype).upper()}")
+            raise invalid_argument(
+                f"Expected output Tensor of DT_FLOAT. Got: DT_{str(value.dtype).upper()}"
+            )
         if value.shape[0] != len(tensor):
-            raise invalid_argument("Input batch size did not match output batch size: "
-                                   f"{len(tensor)} vs. {value.shape[0]}")
-        return InferenceResult(servable.name, servable.version, signature.key,
-                               regressions=[float(v) for v in value.reshape(-1)])
+            raise invalid_argument(
+                "Input batch size did not match output batch size: "
+                f"{len(tensor)} vs. {value.shape[0]}"
+            )
+        return InferenceResult(
+            servable.name,
+            servable.version,
+            signature.key,
+            regressions=[float(v) for v in value.reshape(-1)],
+        )
 
-    def classify(self, ref: ModelRef, examples: Sequence[bytes], context: bytes | None = None,
-                 deadline: float | None = None) -> InferenceResult:
+    def classify(
+        self,
+        ref: ModelRef,
+        examples: Sequence[bytes],
+        context: bytes | None = None,
+        deadline: float | None = None,
+    ) -> InferenceResult:
         ref.check()
         with self.manager.servable(ref.name, ref.version, ref.label) as servable:
             return self.classify_on(servable, ref.signature_name, examples, context, deadline)
 
-    def regress(self, ref: ModelRef, examples: Sequence[bytes], context: bytes | None = None,
-                deadline: float | None = None) -> InferenceResult:
+    def regress(
+        self,
+        ref: ModelRef,
+        examples: Sequence[bytes],
+        context: bytes | None = None,
+        deadline: float | None = None,
+    ) -> InferenceResult:
         ref.check()
         with self.manager.servable(ref.name, ref.version, ref.label) as servable:
             return self.regress_on(servable, ref.signature_name, examples, context, deadline)
 
-    def multi_inference(self, tasks: Sequence[tuple[ModelRef, str]], examples: Sequence[bytes],
-                        context: bytes | None = None, deadline: float | None = None
-                        ) -> list[InferenceResult]:
+    def multi_inference(
+        self,
+        tasks: Sequence[tuple[ModelRef, str]],
+        examples: Sequence[bytes],
+        context: bytes | None = None,
+        deadline: float | None = None,
+    ) -> list[InferenceResult]:
         """Several classify/regress tasks of one model version over the same examples."""
         if not tasks:
             raise invalid_argument("Inference request should contain at least one task.")
@@ -251,14 +338,18 @@ class DataPlane:
         seen: set[str] = set()
         for ref, method in tasks:
             if ref.name != first.name:
-                raise invalid_argument("All ModelSpecs in a MultiInferenceRequest must access the "
-                                       "same model name.")
+                raise invalid_argument(
+                    "All ModelSpecs in a MultiInferenceRequest must access the same model name."
+                )
             if ref.version != first.version or ref.label != first.label:
-                raise invalid_argument("ModelSpecs in a MultiInferenceRequest must access the same "
-                                       "model version.")
+                raise invalid_argument(
+                    "ModelSpecs in a MultiInferenceRequest must access the same model version."
+                )
             if ref.signature_name in seen:
-                raise invalid_argument("Duplicate evaluation of signature: "
-                                       f"{ref.signature_name or sv.DEFAULT_SIGNATURE}")
+                raise invalid_argument(
+                    "Duplicate evaluation of signature: "
+                    f"{ref.signature_name or sv.DEFAULT_SIGNATURE}"
+                )
             seen.add(ref.signature_name)
             if method not in (sv.CLASSIFY_METHOD, sv.REGRESS_METHOD):
                 raise invalid_argument(f"Unsupported signature method_name: {method}")
@@ -271,12 +362,14 @@ class DataPlane:
             return results
 
     # ----- Metadata / status -----------------------------------------------------------
-    def metadata(self, ref: ModelRef, fields: Sequence[str] = ("signature_def",)
-                 ) -> get_model_metadata_pb2.GetModelMetadataResponse:
+    def metadata(
+        self, ref: ModelRef, fields: Sequence[str] = ("signature_def",)
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
         ref.check()
         if not fields:
-            raise invalid_argument("GetModelMetadataRequest must specify at least one "
-                                   "metadata_field")
+            raise invalid_argument(
+                "GetModelMetadataRequest must specify at least one metadata_field"
+            )
         for field in fields:
             if field != "signature_def":
                 raise invalid_argument(f"Metadata field {field} is not supported")

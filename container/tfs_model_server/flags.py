@@ -105,7 +105,9 @@ def _convert(name: str, kind: type, raw: str | None) -> Any:
         try:
             value = int(raw, 10)
         except ValueError:
-            raise FlagError(f"Illegal value for flag --{name}: '{raw}' (expected an integer)") from None
+            raise FlagError(
+                f"Illegal value for flag --{name}: '{raw}' (expected an integer)"
+            ) from None
         if name != "load_retry_interval_micros" and not _INT32_MIN <= value <= _INT32_MAX:
             raise FlagError(f"Illegal value for flag --{name}: '{raw}' (out of int32 range)")
         return value
@@ -113,7 +115,9 @@ def _convert(name: str, kind: type, raw: str | None) -> Any:
         try:
             return float(raw)
         except ValueError:
-            raise FlagError(f"Illegal value for flag --{name}: '{raw}' (expected a number)") from None
+            raise FlagError(
+                f"Illegal value for flag --{name}: '{raw}' (expected a number)"
+            ) from None
     return raw
 
 
@@ -121,8 +125,13 @@ def usage(program: str = "tfs-model-server") -> str:
     """A usage text listing every flag with its default."""
     lines = [f"usage: {program}", "Flags:"]
     for name, default in {**_DEFAULTS, **IGNORED_FLAGS}.items():
-        shown = str(default).lower() if isinstance(default, bool) else repr(default) if isinstance(
-            default, str) else default
+        shown = (
+            str(default).lower()
+            if isinstance(default, bool)
+            else repr(default)
+            if isinstance(default, str)
+            else default
+        )
         lines.append(f"\t--{name}={shown}")
     return "\n".join(lines)
 
@@ -160,8 +169,9 @@ def validate(options: ServerOptions) -> None:
     if options.version:
         return
     if not options.model_base_path and not options.model_config_file:
-        raise FlagError("Both --model_base_path and --model_config_file are empty: "
-                        "one of them is required")
+        raise FlagError(
+            "Both --model_base_path and --model_config_file are empty: one of them is required"
+        )
     if options.port == 0 and not options.grpc_socket_path:
         raise FlagError("Server failed to start: --port=0 needs --grpc_socket_path")
     for name in ("port", "rest_api_port"):
@@ -172,19 +182,24 @@ def validate(options: ServerOptions) -> None:
     if options.tensorflow_session_parallelism and (
         options.tensorflow_intra_op_parallelism or options.tensorflow_inter_op_parallelism
     ):
-        raise FlagError("Either configure --tensorflow_session_parallelism or "
-                        "(--tensorflow_intra_op_parallelism, --tensorflow_inter_op_parallelism). "
-                        "Both can not be set.")
+        raise FlagError(
+            "Either configure --tensorflow_session_parallelism or "
+            "(--tensorflow_intra_op_parallelism, --tensorflow_inter_op_parallelism). "
+            "Both can not be set."
+        )
     for name in ("rest_api_num_threads", "grpc_max_threads"):
         if getattr(options, name) <= 0:
             raise FlagError(f"Illegal value for flag --{name}: must be positive")
     for name, value in options.ignored.items():
         if value != IGNORED_FLAGS[name]:
-            log.info("Flag --%s=%s is accepted for compatibility and has no effect here", name,
-                     value)
+            log.info(
+                "Flag --%s=%s is accepted for compatibility and has no effect here", name, value
+            )
     if options.enable_per_model_batching_parameters:
-        log.info("--enable_per_model_batching_parameters: batching_params.pbtxt in model "
-                 "directories are not read; the global batching parameters apply")
+        log.info(
+            "--enable_per_model_batching_parameters: batching_params.pbtxt in model "
+            "directories are not read; the global batching parameters apply"
+        )
 
 
 def grpc_channel_arguments(text: str) -> list[tuple[str, int | str]]:

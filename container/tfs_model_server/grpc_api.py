@@ -45,8 +45,9 @@ def _examples(request_input) -> tuple[list[bytes], bytes | None]:
     raise invalid_argument("Input is empty.")
 
 
-def _fill_classification(result: InferenceResult, out: classification_pb2.ClassificationResult
-                         ) -> None:
+def _fill_classification(
+    result: InferenceResult, out: classification_pb2.ClassificationResult
+) -> None:
     for row in result.classifications or []:
         classifications = out.classifications.add()
         for label, score in row:
@@ -76,8 +77,9 @@ class _Calls:
             self.plane.metrics.request_count.inc(model_name, "INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
         self.plane.metrics.request_count.inc(model_name, "OK")
-        self.plane.metrics.request_latency.observe((time.perf_counter() - start) * 1e6, model_name,
-                                                   api, "GRPC")
+        self.plane.metrics.request_latency.observe(
+            (time.perf_counter() - start) * 1e6, model_name, api, "GRPC"
+        )
         return response
 
 
@@ -87,10 +89,15 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, _
     def Predict(self, request: predict_pb2.PredictRequest, context):
         def run() -> predict_pb2.PredictResponse:
             inputs = {k: to_ndarray(v, k) for k, v in request.inputs.items()}
-            result = self.plane.predict(ModelRef.from_spec(request.model_spec), inputs,
-                                        list(request.output_filter), _deadline(context))
+            result = self.plane.predict(
+                ModelRef.from_spec(request.model_spec),
+                inputs,
+                list(request.output_filter),
+                _deadline(context),
+            )
             response = predict_pb2.PredictResponse(
-                model_spec=model_spec(result.model_name, result.version, result.signature_name))
+                model_spec=model_spec(result.model_name, result.version, result.signature_name)
+            )
             for alias, value in result.outputs.items():
                 response.outputs[alias].CopyFrom(to_proto(value))
             return response
@@ -100,10 +107,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, _
     def Classify(self, request: classification_pb2.ClassificationRequest, context):
         def run() -> classification_pb2.ClassificationResponse:
             examples, ctx = _examples(request.input)
-            result = self.plane.classify(ModelRef.from_spec(request.model_spec), examples, ctx,
-                                         _deadline(context))
-            response = classification_pb2.ClassificationResponse(model_spec=model_spec(
-                result.model_name, result.version, request.model_spec.signature_name))
+            result = self.plane.classify(
+                ModelRef.from_spec(request.model_spec), examples, ctx, _deadline(context)
+            )
+            response = classification_pb2.ClassificationResponse(
+                model_spec=model_spec(
+                    result.model_name, result.version, request.model_spec.signature_name
+                )
+            )
             _fill_classification(result, response.result)
             return response
 
@@ -112,10 +123,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, _
     def Regress(self, request: regression_pb2.RegressionRequest, context):
         def run() -> regression_pb2.RegressionResponse:
             examples, ctx = _examples(request.input)
-            result = self.plane.regress(ModelRef.from_spec(request.model_spec), examples, ctx,
-                                        _deadline(context))
-            response = regression_pb2.RegressionResponse(model_spec=model_spec(
-                result.model_name, result.version, request.model_spec.signature_name))
+            result = self.plane.regress(
+                ModelRef.from_spec(request.model_spec), examples, ctx, _deadline(context)
+            )
+            response = regression_pb2.RegressionResponse(
+                model_spec=model_spec(
+                    result.model_name, result.version, request.model_spec.signature_name
+                )
+            )
             _fill_regression(result, response.result)
             return response
 
@@ -128,8 +143,11 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, _
             results = self.plane.multi_inference(tasks, examples, ctx, _deadline(context))
             response = inference_pb2.MultiInferenceResponse()
             for task, result in zip(request.tasks, results, strict=True):
-                out = response.results.add(model_spec=model_spec(
-                    result.model_name, result.version, task.model_spec.signature_name))
+                out = response.results.add(
+                    model_spec=model_spec(
+                        result.model_name, result.version, task.model_spec.signature_name
+                    )
+                )
                 if result.classifications is not None:
                     _fill_classification(result, out.classification_result)
                 else:
@@ -140,9 +158,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, _
         return self.call("multi_inference", name, context, run)
 
     def GetModelMetadata(self, request: get_model_metadata_pb2.GetModelMetadataRequest, context):
-        return self.call("get_model_metadata", request.model_spec.name, context, lambda: (
-            self.plane.metadata(ModelRef.from_spec(request.model_spec),
-                                list(request.metadata_field))))
+        return self.call(
+            "get_model_metadata",
+            request.model_spec.name,
+            context,
+            lambda: self.plane.metadata(
+                ModelRef.from_spec(request.model_spec), list(request.metadata_field)
+            ),
+        )
 
 
 class ModelService(model_service_pb2_grpc.ModelServiceServicer, _Calls):
@@ -153,15 +176,21 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer, _Calls):
         self.reload_config = reload_config
 
     def GetModelStatus(self, request: get_model_status_pb2.GetModelStatusRequest, context):
-        return self.call("get_model_status", request.model_spec.name, context,
-                         lambda: self.plane.status(ModelRef.from_spec(request.model_spec)))
+        return self.call(
+            "get_model_status",
+            request.model_spec.name,
+            context,
+            lambda: self.plane.status(ModelRef.from_spec(request.model_spec)),
+        )
 
     def HandleReloadConfigRequest(self, request: model_management_pb2.ReloadConfigRequest, context):
         response = model_management_pb2.ReloadConfigResponse()
         try:
             if request.config.WhichOneof("config") != "model_config_list":
-                raise invalid_argument("ServerCore::HandleReloadConfigRequest only supports "
-                                       "reloading model_config_list configs.")
+                raise invalid_argument(
+                    "ServerCore::HandleReloadConfigRequest only supports "
+                    "reloading model_config_list configs."
+                )
             self.reload_config(request.config)
         except ServingError as exc:
             log.error("Reload config failed: %s", exc.message)
@@ -170,24 +199,36 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer, _Calls):
         return response
 
 
-def start_grpc_server(plane: DataPlane, reload_config: ReloadFn, *, port: int, socket_path: str,
-                      max_threads: int, channel_arguments: Sequence[tuple[str, Any]],
-                      host: str = "0.0.0.0") -> grpc.Server:
+def start_grpc_server(
+    plane: DataPlane,
+    reload_config: ReloadFn,
+    *,
+    port: int,
+    socket_path: str,
+    max_threads: int,
+    channel_arguments: Sequence[tuple[str, Any]],
+    host: str = "0.0.0.0",
+) -> grpc.Server:
     """Serve both services on 0.0.0.0:port and/or a UNIX socket; max message size INT32_MAX."""
-    options = [("grpc.max_send_message_length", 2**31 - 1),
-               ("grpc.max_receive_message_length", 2**31 - 1), *channel_arguments]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_threads,
-                                                    thread_name_prefix="grpc"),
-                         options=options, maximum_concurrent_rpcs=None)
+    options = [
+        ("grpc.max_send_message_length", 2**31 - 1),
+        ("grpc.max_receive_message_length", 2**31 - 1),
+        *channel_arguments,
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="grpc"),
+        options=options,
+        maximum_concurrent_rpcs=None,
+    )
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(plane), server)
+        PredictionService(plane), server
+    )
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(
-        ModelService(plane, reload_config), server)
-    if port:
-        if server.add_insecure_port(f"{host}:{port}") == 0:
-            raise OSError(f"Failed to bind the gRPC server to port {port}")
-    if socket_path:
-        if server.add_insecure_port(f"unix:{socket_path}") == 0:
-            raise OSError(f"Failed to bind the gRPC server to unix socket {socket_path}")
+        ModelService(plane, reload_config), server
+    )
+    if port and server.add_insecure_port(f"{host}:{port}") == 0:
+        raise OSError(f"Failed to bind the gRPC server to port {port}")
+    if socket_path and server.add_insecure_port(f"unix:{socket_path}") == 0:
+        raise OSError(f"Failed to bind the gRPC server to unix socket {socket_path}")
     server.start()
     return server

@@ -65,7 +65,7 @@ class ModelRecord:
 
 
 def scan_versions(base_path: str) -> dict[int, Path]:
-    """Numeric children of base_path (int64, leading zeros allowed); first one wins on duplicates."""
+    """Numeric children of base_path (int64, leading zeros allowed); first wins on duplicates."""
     found: dict[int, Path] = {}
     for child in sorted(Path(base_path).iterdir()):
         try:
@@ -75,8 +75,12 @@ def scan_versions(base_path: str) -> dict[int, Path]:
         if not child.name.lstrip("-").isdigit() or version < 0 or version >= 2**63:
             continue
         if version in found:
-            log.warning("Duplicate version directories detected: version %d at %s and %s", version,
-                        found[version], child)
+            log.warning(
+                "Duplicate version directories detected: version %d at %s and %s",
+                version,
+                found[version],
+                child,
+            )
             continue
         found[version] = child
     return found
@@ -99,7 +103,9 @@ def validate_config(configs: Sequence[ModelConfig]) -> None:
     seen: set[str] = set()
     for config in configs:
         if config.name in seen:
-            raise invalid_argument(f"Illegal to list model {config.name} multiple times in config list")
+            raise invalid_argument(
+                f"Illegal to list model {config.name} multiple times in config list"
+            )
         seen.add(config.name)
         if not config.base_path.startswith("/") and "://" not in config.base_path:
             raise invalid_argument(
@@ -107,8 +113,10 @@ def validate_config(configs: Sequence[ModelConfig]) -> None:
                 f"{config.base_path}"
             )
         if config.model_platform and config.model_platform != "tensorflow":
-            raise invalid_argument(f"Model {config.name} has an unsupported model_platform "
-                                   f"{config.model_platform}; only 'tensorflow' is served")
+            raise invalid_argument(
+                f"Model {config.name} has an unsupported model_platform "
+                f"{config.model_platform}; only 'tensorflow' is served"
+            )
         if not config.model_platform and config.model_type == 0:
             raise invalid_argument(
                 "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
@@ -209,8 +217,11 @@ class ModelManager:
         try:
             on_disk = scan_versions(base)
         except FileNotFoundError:
-            log.error("File system access error: Could not find base path %s for servable %s",
-                      base, record.name)
+            log.error(
+                "File system access error: Could not find base path %s for servable %s",
+                base,
+                record.name,
+            )
             return None
         except OSError as exc:
             log.error("File system access error for servable %s: %s", record.name, exc)
@@ -218,7 +229,10 @@ class ModelManager:
         if not on_disk and not record.base_path_warned:
             log.warning(
                 "No versions of servable %s found under base path %s. Did you forget to name "
-                "your leaf directory as a number (eg. '/1/')?", record.name, base)
+                "your leaf directory as a number (eg. '/1/')?",
+                record.name,
+                base,
+            )
             record.base_path_warned = True
         return aspired_versions(record.config, on_disk)
 
@@ -246,12 +260,19 @@ class ModelManager:
         with self._lock:
             rec.state = State.LOADING
             self._lock.notify_all()
-        log.info("Loading servable version {name: %s version: %d} from %s", name, rec.version, rec.path)
+        log.info(
+            "Loading servable version {name: %s version: %d} from %s", name, rec.version, rec.path
+        )
         error: ServingError | None = None
         for attempt in range(self._max_retries + 1):
             if attempt:
-                log.info("Retrying load of servable version {name: %s version: %d} (%d of %d)",
-                         name, rec.version, attempt, self._max_retries)
+                log.info(
+                    "Retrying load of servable version {name: %s version: %d} (%d of %d)",
+                    name,
+                    rec.version,
+                    attempt,
+                    self._max_retries,
+                )
                 if self._stop.wait(self._retry_interval):
                     break
             try:
@@ -264,11 +285,16 @@ class ModelManager:
                 with self._lock:
                     rec.servable, rec.state, rec.error = servable, State.AVAILABLE, None
                     self._lock.notify_all()
-                log.info("Successfully loaded servable version {name: %s version: %d}", name,
-                         rec.version)
+                log.info(
+                    "Successfully loaded servable version {name: %s version: %d}", name, rec.version
+                )
                 return
-            log.error("Loading servable: {name: %s version: %d} failed: %s", name, rec.version,
-                      error.message)
+            log.error(
+                "Loading servable: {name: %s version: %d} failed: %s",
+                name,
+                rec.version,
+                error.message,
+            )
         with self._lock:
             rec.state, rec.error = State.END, error
             self._lock.notify_all()
@@ -288,7 +314,9 @@ class ModelManager:
         log.info("Unloaded servable version {name: %s version: %d}", name, rec.version)
 
     # ----- waiting --------------------------------------------------------------------
-    def wait_until_available(self, names: Sequence[str], timeout_s: float | None = None) -> list[str]:
+    def wait_until_available(
+        self, names: Sequence[str], timeout_s: float | None = None
+    ) -> list[str]:
         """Block until every aspired version of each model is AVAILABLE or failed.
 
         Returns the error texts of the models that did not become available; a model with no
@@ -303,12 +331,17 @@ class ModelManager:
                     if record is None:
                         errors.append(f"{name}: not configured")
                         continue
-                    states = [r for r in record.versions.values() if r.state is not State.END
-                              or r.error is not None]
+                    states = [
+                        r
+                        for r in record.versions.values()
+                        if r.state is not State.END or r.error is not None
+                    ]
                     failed = [r for r in states if r.error is not None]
                     if failed:
-                        errors.extend(f"{{name: {name} version: {r.version}}}: {r.error.message}"
-                                      for r in failed)
+                        errors.extend(
+                            f"{{name: {name} version: {r.version}}}: {r.error.message}"
+                            for r in failed
+                        )
                     elif not any(r.state is State.AVAILABLE for r in states) or any(
                         r.state in (State.START, State.LOADING) for r in states
                     ):
@@ -342,15 +375,17 @@ class ModelManager:
             if rec is None or rec.state is not State.AVAILABLE:
                 raise not_found(f"Servable not found for request: Specific({name}, {version})")
             return rec
-        available = [r for r in (record.versions.values() if record else ())
-                     if r.state is State.AVAILABLE]
+        available = [
+            r for r in (record.versions.values() if record else ()) if r.state is State.AVAILABLE
+        ]
         if not available:
             raise not_found(f"Servable not found for request: Latest({name})")
         return max(available, key=lambda r: r.version)
 
     @contextlib.contextmanager
-    def servable(self, name: str, version: int | None = None, label: str | None = None
-                 ) -> Iterator[Servable]:
+    def servable(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> Iterator[Servable]:
         """Hold a loaded version for the duration of one request."""
         with self._lock:
             rec = self._resolve(name, version, label)
@@ -365,8 +400,9 @@ class ModelManager:
                 if rec.users == 0:
                     self._lock.notify_all()
 
-    def version_states(self, name: str, version: int | None = None, label: str | None = None
-                       ) -> list[tuple[int, State, ServingError | None]]:
+    def version_states(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> list[tuple[int, State, ServingError | None]]:
         """(version, state, error) for GetModelStatus, latest version first."""
         with self._lock:
             record = self._models.get(name) or self._retired.get(name)
@@ -381,8 +417,10 @@ class ModelManager:
                 if rec is None:
                     raise not_found(f"Could not find version {version} of model {name}")
                 return [(rec.version, rec.state, rec.error)]
-            return [(r.version, r.state, r.error)
-                    for r in sorted(record.versions.values(), key=lambda r: -r.version)]
+            return [
+                (r.version, r.state, r.error)
+                for r in sorted(record.versions.values(), key=lambda r: -r.version)
+            ]
 
     def model_names(self) -> list[str]:
         with self._lock:
@@ -391,8 +429,12 @@ class ModelManager:
     def loaded(self) -> list[tuple[str, int, Servable]]:
         """Every AVAILABLE servable (for metrics and shutdown)."""
         with self._lock:
-            return [(m.name, r.version, r.servable) for m in self._models.values()
-                    for r in m.versions.values() if r.state is State.AVAILABLE and r.servable]
+            return [
+                (m.name, r.version, r.servable)
+                for m in self._models.values()
+                for r in m.versions.values()
+                if r.state is State.AVAILABLE and r.servable
+            ]
 
     def close(self) -> None:
         """Stop polling and unload everything."""

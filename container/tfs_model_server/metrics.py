@@ -104,26 +104,49 @@ class ServingMetrics:
 
     def __init__(self) -> None:
         self.request_count = Counter("/tensorflow/serving/request_count", ["model_name", "status"])
-        self.request_latency = Histogram("/tensorflow/serving/request_latency",
-                                         ["model_name", "API", "entrypoint"], LATENCY_BUCKETS)
-        self.runtime_latency = Histogram("/tensorflow/serving/runtime_latency",
-                                         ["model_name", "API", "runtime"], LATENCY_BUCKETS)
-        self.example_counts = Histogram("/tensorflow/serving/request_example_counts", ["model"],
-                                        EXAMPLE_COUNT_BUCKETS)
-        self.example_count_total = Counter("/tensorflow/serving/request_example_count_total",
-                                           ["model"])
-        self.load_attempt_count = Counter("/tensorflow/cc/saved_model/load_attempt_count",
-                                          ["model_path", "status"])
+        self.request_latency = Histogram(
+            "/tensorflow/serving/request_latency",
+            ["model_name", "API", "entrypoint"],
+            LATENCY_BUCKETS,
+        )
+        self.runtime_latency = Histogram(
+            "/tensorflow/serving/runtime_latency", ["model_name", "API", "runtime"], LATENCY_BUCKETS
+        )
+        self.example_counts = Histogram(
+            "/tensorflow/serving/request_example_counts", ["model"], EXAMPLE_COUNT_BUCKETS
+        )
+        self.example_count_total = Counter(
+            "/tensorflow/serving/request_example_count_total", ["model"]
+        )
+        self.load_attempt_count = Counter(
+            "/tensorflow/cc/saved_model/load_attempt_count", ["model_path", "status"]
+        )
         self.load_latency = Counter("/tensorflow/cc/saved_model/load_latency", ["model_path"])
-        self.warmup_latency = Histogram("/tensorflow/serving/model_warmup_latency",
-                                        ["model_path", "status"], LATENCY_BUCKETS)
-        self.queuing_latency = Histogram("/tensorflow/serving/batching_session/queuing_latency",
-                                         ["thread_pool_name"], LATENCY_BUCKETS)
-        self.batch_size = Histogram("/tensorflow/serving/batching_session/batch_size",
-                                    ["thread_pool_name"], EXAMPLE_COUNT_BUCKETS)
-        self._all = [self.request_count, self.request_latency, self.runtime_latency,
-                     self.example_counts, self.example_count_total, self.load_attempt_count,
-                     self.load_latency, self.warmup_latency, self.queuing_latency, self.batch_size]
+        self.warmup_latency = Histogram(
+            "/tensorflow/serving/model_warmup_latency", ["model_path", "status"], LATENCY_BUCKETS
+        )
+        self.queuing_latency = Histogram(
+            "/tensorflow/serving/batching_session/queuing_latency",
+            ["thread_pool_name"],
+            LATENCY_BUCKETS,
+        )
+        self.batch_size = Histogram(
+            "/tensorflow/serving/batching_session/batch_size",
+            ["thread_pool_name"],
+            EXAMPLE_COUNT_BUCKETS,
+        )
+        self._all = [
+            self.request_count,
+            self.request_latency,
+            self.runtime_latency,
+            self.example_counts,
+            self.example_count_total,
+            self.load_attempt_count,
+            self.load_latency,
+            self.warmup_latency,
+            self.queuing_latency,
+            self.batch_size,
+        ]
 
     def render(self) -> bytes:
         lines: list[str] = []

@@ -79,8 +79,9 @@ class ModelServerProcess:
 
     def start(self) -> ModelServerProcess:
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         return self
 
     def alive(self) -> bool:

@@ -25,10 +25,12 @@ log = logging.getLogger(__name__)
 
 _PREDICT = re.compile(
     r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _STATUS = re.compile(
     r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _V1 = re.compile(r"/v1/.*", re.IGNORECASE)
 _MAX_UNCOMPRESSED = 100 * 1024 * 1024
 _JSON = [(b"content-type", b"application/json")]
@@ -54,15 +56,26 @@ def _ref(name: str, version: str | None, label: str | None, signature: str = "")
             raise invalid_argument(f"Failed to convert version: {version} to numeric.") from None
         if parsed >= 2**63:
             raise invalid_argument(f"Failed to convert version: {version} to numeric.")
-    return ModelRef(urllib.parse.unquote(name), parsed,
-                    urllib.parse.unquote(label) if label else None, signature)
+    return ModelRef(
+        urllib.parse.unquote(name),
+        parsed,
+        urllib.parse.unquote(label) if label else None,
+        signature,
+    )
 
 
 class RestApi:
     """ASGI application: /v1/models/... plus the Prometheus path when monitoring is on."""
 
-    def __init__(self, plane: DataPlane, *, num_threads: int, timeout_ms: int,
-                 metrics_path: str | None = None, enable_cors: bool = False) -> None:
+    def __init__(
+        self,
+        plane: DataPlane,
+        *,
+        num_threads: int,
+        timeout_ms: int,
+        metrics_path: str | None = None,
+        enable_cors: bool = False,
+    ) -> None:
         self.plane = plane
         self.executor = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="rest")
         self.timeout_s = timeout_ms / 1000 if timeout_ms > 0 else None
@@ -84,11 +97,19 @@ class RestApi:
             log.exception("REST %s %s failed", method, path)
             reply = _error(Code.INTERNAL, "Internal error while handling the request")
         if self.enable_cors:
-            reply.headers = [*reply.headers, (b"access-control-allow-origin", b"*"),
-                             (b"access-control-allow-methods", b"POST, GET"),
-                             (b"access-control-allow-headers", b"Content-Type")]
-        await send({"type": "http.response.start", "status": reply.status,
-                    "headers": [*reply.headers, (b"content-length", str(len(reply.body)).encode())]})
+            reply.headers = [
+                *reply.headers,
+                (b"access-control-allow-origin", b"*"),
+                (b"access-control-allow-methods", b"POST, GET"),
+                (b"access-control-allow-headers", b"Content-Type"),
+            ]
+        await send(
+            {
+                "type": "http.response.start",
+                "status": reply.status,
+                "headers": [*reply.headers, (b"content-length", str(len(reply.body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": reply.body})
 
     @staticmethod
@@ -150,12 +171,20 @@ class RestApi:
             return _error(exc.code, exc.message)
         if model_name:
             self.plane.metrics.request_count.inc(model_name, "OK")
-            self.plane.metrics.request_latency.observe((time.perf_counter() - start) * 1e6,
-                                                       model_name, api, "REST")
+            self.plane.metrics.request_latency.observe(
+                (time.perf_counter() - start) * 1e6, model_name, api, "REST"
+            )
         return reply
 
-    def _post(self, verb: str, name: str, version: str | None, label: str | None, body: bytes,
-              deadline: float | None) -> Reply:
+    def _post(
+        self,
+        verb: str,
+        name: str,
+        version: str | None,
+        label: str | None,
+        body: bytes,
+        deadline: float | None,
+    ) -> Reply:
         ref = _ref(name, version, label)
         ref.check()
         doc = json_codec.loads(body)
@@ -181,7 +210,8 @@ class RestApi:
         with self.plane.manager.servable(ref.name, ref.version, ref.label) as servable:
             if signature_name not in servable.signatures:
                 raise invalid_argument(
-                    f'Serving signature name: "{signature_name}" not found in signature def')
+                    f'Serving signature name: "{signature_name}" not found in signature def'
+                )
             result = self.plane.predict_on(servable, signature_name, inputs, (), deadline)
         return Reply(200, json_codec.predict_response(result.outputs, row_format[0]), _JSON)
 
@@ -198,5 +228,3 @@ def _gunzip(body: bytes) -> bytes:
     if len(out) > _MAX_UNCOMPRESSED:
         raise invalid_argument("Uncompressed request body exceeds the 100 MB limit")
     return out
-
-

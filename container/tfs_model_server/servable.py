@@ -123,7 +123,9 @@ class Servable:
             raise failed_precondition(f'Serving signature key "{key}" not found.')
         return sig
 
-    def _callable(self, feeds: tuple[str, ...], fetches: tuple[str, ...], timeout_ms: int) -> Callable_:
+    def _callable(
+        self, feeds: tuple[str, ...], fetches: tuple[str, ...], timeout_ms: int
+    ) -> Callable_:
         key = (feeds, fetches, timeout_ms)
         found = self._callables.get(key)
         if found is not None:
@@ -146,7 +148,9 @@ class Servable:
     ) -> list[np.ndarray]:
         """Run graph tensors by name; feeds are passed to the C++ runtime unchecked."""
         names = tuple(feeds)
-        call = self._callable(names, tuple(fetches), self.timeout_ms if timeout_ms is None else timeout_ms)
+        call = self._callable(
+            names, tuple(fetches), self.timeout_ms if timeout_ms is None else timeout_ms
+        )
         try:
             return call(*(feeds[n] for n in names))
         except Exception as exc:
@@ -172,9 +176,12 @@ class Servable:
 
 
 def predict_plan(
-    model_name: str, signature: Signature, input_aliases: Sequence[str], output_filter: Sequence[str]
+    model_name: str,
+    signature: Signature,
+    input_aliases: Sequence[str],
+    output_filter: Sequence[str],
 ) -> list[str]:
-    """Check a predict request against its signature (TF Serving's texts); return the output aliases."""
+    """Check a predict request against its signature (TF Serving's texts); return output aliases."""
     wanted, have = set(signature.inputs), set(input_aliases)
     defaults = signature.proto.defaults
     if len(have) > len(wanted) or (len(have) < len(wanted) and not defaults):

@@ -37,9 +37,15 @@ def batching_options(options: flags.ServerOptions) -> BatchingOptions:
     values: dict = {}
     if options.batching_parameters_file:
         params = config_protos.read_batching_parameters(options.batching_parameters_file)
-        for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches",
-                     "num_batch_threads", "thread_pool_name", "enable_large_batch_splitting",
-                     "max_execution_batch_size"):
+        for name in (
+            "max_batch_size",
+            "batch_timeout_micros",
+            "max_enqueued_batches",
+            "num_batch_threads",
+            "thread_pool_name",
+            "enable_large_batch_splitting",
+            "max_execution_batch_size",
+        ):
             if params.HasField(name):
                 values[name] = getattr(params, name).value
         values["allowed_batch_sizes"] = tuple(params.allowed_batch_sizes)
@@ -54,8 +60,11 @@ def initial_configs(options: flags.ServerOptions) -> list[ModelConfig]:
     if options.model_config_file:
         config = config_protos.read_model_server_config(options.model_config_file)
         return list(config.model_config_list.config)
-    return [ModelConfig(name=options.model_name, base_path=options.model_base_path,
-                        model_platform="tensorflow")]
+    return [
+        ModelConfig(
+            name=options.model_name, base_path=options.model_base_path, model_platform="tensorflow"
+        )
+    ]
 
 
 class ModelServer:
@@ -64,8 +73,9 @@ class ModelServer:
     def __init__(self, options: flags.ServerOptions) -> None:
         self.options = options
         self.metrics = ServingMetrics()
-        self.scheduler = (SharedBatchScheduler(batching_options(options))
-                          if options.enable_batching else None)
+        self.scheduler = (
+            SharedBatchScheduler(batching_options(options)) if options.enable_batching else None
+        )
         intra = options.tensorflow_intra_op_parallelism or options.tensorflow_session_parallelism
         inter = options.tensorflow_inter_op_parallelism or options.tensorflow_session_parallelism
         self.session_config = session_config(intra, inter)
@@ -77,8 +87,9 @@ class ModelServer:
             load_retry_interval_s=options.load_retry_interval_micros / 1e6,
             allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
         )
-        self.plane = DataPlane(self.manager, self.metrics, self.scheduler,
-                               options.enable_signature_method_name_check)
+        self.plane = DataPlane(
+            self.manager, self.metrics, self.scheduler, options.enable_signature_method_name_check
+        )
         self.metrics_path = self._metrics_path()
         self._reload_lock = threading.Lock()
         self._stop = threading.Event()
@@ -97,15 +108,22 @@ class ModelServer:
     def _load(self, name: str, version: int, path: Path) -> Servable:
         start = time.perf_counter()
         try:
-            servable = Servable(name, version, path, tags=self.tags, config=self.session_config,
-                                timeout_ms=self.options.rest_api_timeout_in_ms)
+            servable = Servable(
+                name,
+                version,
+                path,
+                tags=self.tags,
+                config=self.session_config,
+                timeout_ms=self.options.rest_api_timeout_in_ms,
+            )
         except Exception as exc:
             self.metrics.load_attempt_count.inc(str(path), "fail")
             if isinstance(exc, ServingError):
                 raise
             message = getattr(exc, "message", None) or str(exc)
-            raise ServingError(Code.NOT_FOUND if "not found" in message.lower() else Code.UNKNOWN,
-                               message) from exc
+            raise ServingError(
+                Code.NOT_FOUND if "not found" in message.lower() else Code.UNKNOWN, message
+            ) from exc
         self.metrics.load_attempt_count.inc(str(path), "success")
         self.metrics.load_latency.inc(str(path), amount=int((time.perf_counter() - start) * 1e6))
         if self.options.enable_model_warmup:
@@ -124,8 +142,10 @@ class ModelServer:
             self.manager.set_config(configs)
             errors = self.manager.wait_until_available([c.name for c in configs])
             if errors:
-                raise ServingError(Code.UNKNOWN, f"{len(errors)} model(s) did not become "
-                                   f"available: {{{', '.join(errors)}}}")
+                raise ServingError(
+                    Code.UNKNOWN,
+                    f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
+                )
             self.manager.apply_labels(configs)
 
     def _poll_config_file(self) -> None:
@@ -139,8 +159,11 @@ class ModelServer:
                 last = config
                 self.reload_config(config)
             except ServingError as exc:
-                log.error("Failed to reload model config %s: %s", self.options.model_config_file,
-                          exc.message)
+                log.error(
+                    "Failed to reload model config %s: %s",
+                    self.options.model_config_file,
+                    exc.message,
+                )
 
     # ----- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -150,42 +173,64 @@ class ModelServer:
         self.manager.start_polling()
         errors = self.manager.wait_until_available([c.name for c in configs])
         if errors:
-            raise ServingError(Code.UNKNOWN, f"{len(errors)} model(s) did not become available: "
-                               f"{{{', '.join(errors)}}}")
+            raise ServingError(
+                Code.UNKNOWN,
+                f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
+            )
         self.manager.apply_labels(configs)
         if self.options.model_config_file and self.options.model_config_file_poll_wait_seconds > 0:
-            threading.Thread(target=self._poll_config_file, name="tfs-config-poller",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._poll_config_file, name="tfs-config-poller", daemon=True
+            ).start()
         if self.options.port or self.options.grpc_socket_path:
             self._grpc = start_grpc_server(
-                self.plane, self.reload_config, port=self.options.port,
+                self.plane,
+                self.reload_config,
+                port=self.options.port,
                 socket_path=self.options.grpc_socket_path,
                 max_threads=self.options.grpc_max_threads,
                 channel_arguments=flags.grpc_channel_arguments(self.options.grpc_channel_arguments),
-                host=self.options.bind_address)
-            log.info("Running gRPC ModelServer at %s:%d ...", self.options.bind_address,
-                     self.options.port)
+                host=self.options.bind_address,
+            )
+            log.info(
+                "Running gRPC ModelServer at %s:%d ...",
+                self.options.bind_address,
+                self.options.port,
+            )
 
     def serve(self) -> None:
         """Serve until SIGTERM/SIGINT (REST runs the event loop when it is enabled)."""
         rest_port = self.options.rest_api_port
         if rest_port and rest_port == self.options.port:
-            log.error("--rest_api_port cannot be the same as --port. Please use a different port "
-                      "for HTTP/REST API. Skipped setting up HTTP/REST API.")
+            log.error(
+                "--rest_api_port cannot be the same as --port. Please use a different port "
+                "for HTTP/REST API. Skipped setting up HTTP/REST API."
+            )
             rest_port = 0
         if not rest_port:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: self._stop.set())
             self._stop.wait()
             return
-        self._rest_api = RestApi(self.plane, num_threads=self.options.rest_api_num_threads,
-                                 timeout_ms=self.options.rest_api_timeout_in_ms,
-                                 metrics_path=self.metrics_path,
-                                 enable_cors=self.options.rest_api_enable_cors_support)
-        config = uvicorn.Config(self._rest_api, host=self.options.bind_address, port=rest_port,
-                                http="httptools", loop="asyncio", lifespan="off",
-                                access_log=False, log_level="warning", timeout_keep_alive=75,
-                                backlog=2048)
+        self._rest_api = RestApi(
+            self.plane,
+            num_threads=self.options.rest_api_num_threads,
+            timeout_ms=self.options.rest_api_timeout_in_ms,
+            metrics_path=self.metrics_path,
+            enable_cors=self.options.rest_api_enable_cors_support,
+        )
+        config = uvicorn.Config(
+            self._rest_api,
+            host=self.options.bind_address,
+            port=rest_port,
+            http="httptools",
+            loop="asyncio",
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            timeout_keep_alive=75,
+            backlog=2048,
+        )
         self._rest = uvicorn.Server(config)
         log.info("Exporting HTTP/REST API at:%s:%d ...", self.options.bind_address, rest_port)
         asyncio.run(self._rest.serve())

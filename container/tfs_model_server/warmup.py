@@ -36,7 +36,8 @@ def read_warmup_logs(version_dir: Path) -> list[prediction_log_pb2.PredictionLog
         for i, record in enumerate(tf.data.TFRecordDataset(str(path)).as_numpy_iterator()):
             if i >= MAX_WARMUP_RECORDS:
                 raise invalid_argument(
-                    f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}")
+                    f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
+                )
             entry = prediction_log_pb2.PredictionLog()
             entry.ParseFromString(record)
             logs.append(entry)
@@ -65,8 +66,9 @@ def replay(entry: prediction_log_pb2.PredictionLog, servable: Servable, plane: D
     if kind == "predict_log":
         request = entry.predict_log.request
         inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
-        plane.predict_on(servable, request.model_spec.signature_name, inputs,
-                         list(request.output_filter))
+        plane.predict_on(
+            servable, request.model_spec.signature_name, inputs, list(request.output_filter)
+        )
     elif kind in ("classify_log", "regress_log"):
         request = getattr(entry, kind).request
         examples, context = _examples(request.input)
@@ -91,7 +93,11 @@ def run_warmup(servable: Servable, plane: DataPlane, iterations: int = 1) -> int
     for entry in logs:
         for _ in range(max(1, iterations)):
             replay(entry, servable, plane)
-    log.info("Finished reading warmup data for model at %s. Number of warmup records read: %d. "
-             "Elapsed time (microseconds): %d.", servable.path, len(logs),
-             (time.perf_counter() - start) * 1e6)
+    log.info(
+        "Finished reading warmup data for model at %s. Number of warmup records read: %d. "
+        "Elapsed time (microseconds): %d.",
+        servable.path,
+        len(logs),
+        (time.perf_counter() - start) * 1e6,
+    )
     return len(logs)

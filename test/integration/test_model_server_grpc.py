@@ -6,6 +6,7 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import model_server
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -19,21 +20,28 @@ from tensorflow_serving.apis import (
 )
 from tensorflow_serving.config import model_server_config_pb2
 
-from conftest import model_server
-
 
 def example(x: float) -> tf.train.Example:
-    return tf.train.Example(features=tf.train.Features(
-        feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[x]))}))
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[x]))}
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def server(model_root, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("grpc")
     socket_path = tmp / "grpc.sock"
-    with model_server([f"--model_base_path={model_root}/half_plus_two", "--model_name=hp2",
-                       f"--grpc_socket_path={socket_path}"], tmp / "server.log",
-                      ready_model="hp2") as srv:
+    with model_server(
+        [
+            f"--model_base_path={model_root}/half_plus_two",
+            "--model_name=hp2",
+            f"--grpc_socket_path={socket_path}",
+        ],
+        tmp / "server.log",
+        ready_model="hp2",
+    ) as srv:
         srv.socket_path = socket_path
         yield srv
 
@@ -88,10 +96,14 @@ def test_predict_unknown_model_and_bad_input(predictions):
 
 
 def test_classify_regress_multi_inference(predictions, signatures):
-    classify = next(k for k, v in signatures.items()
-                    if v.method_name == "tensorflow/serving/classify")
-    regress = next(k for k, v in signatures.items()
-                   if v.method_name == "tensorflow/serving/regress" and "x_to_y" in k)
+    classify = next(
+        k for k, v in signatures.items() if v.method_name == "tensorflow/serving/classify"
+    )
+    regress = next(
+        k
+        for k, v in signatures.items()
+        if v.method_name == "tensorflow/serving/regress" and "x_to_y" in k
+    )
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name, request.model_spec.signature_name = "hp2", classify
     request.input.example_list.examples.extend([example(1.0), example(2.0)])
@@ -105,8 +117,10 @@ def test_classify_regress_multi_inference(predictions, signatures):
     assert [r.value for r in response.result.regressions] == [2.5, 3.0]
 
     request = inference_pb2.MultiInferenceRequest()
-    for sig, method in ((classify, "tensorflow/serving/classify"),
-                        (regress, "tensorflow/serving/regress")):
+    for sig, method in (
+        (classify, "tensorflow/serving/classify"),
+        (regress, "tensorflow/serving/regress"),
+    ):
         task = request.tasks.add(method_name=method)
         task.model_spec.name, task.model_spec.signature_name = "hp2", sig
     request.input.example_list.examples.extend([example(4.0)])
@@ -130,8 +144,9 @@ def test_reload_config_adds_and_removes_models(channel, predictions, model_root)
     stub = model_service_pb2_grpc.ModelServiceStub(channel)
     config = model_server_config_pb2.ModelServerConfig()
     for name, path in (("hp2", "half_plus_two"), ("hp3", "half_plus_three")):
-        config.model_config_list.config.add(name=name, base_path=str(model_root / path),
-                                            model_platform="tensorflow")
+        config.model_config_list.config.add(
+            name=name, base_path=str(model_root / path), model_platform="tensorflow"
+        )
     request = model_management_pb2.ReloadConfigRequest(config=config)
     response = stub.HandleReloadConfigRequest(request, timeout=120)
     assert response.status.error_code == 0, response.status.error_message
@@ -143,17 +158,21 @@ def test_reload_config_adds_and_removes_models(channel, predictions, model_root)
 
     del config.model_config_list.config[1]
     response = stub.HandleReloadConfigRequest(
-        model_management_pb2.ReloadConfigRequest(config=config), timeout=120)
+        model_management_pb2.ReloadConfigRequest(config=config), timeout=120
+    )
     assert response.status.error_code == 0
     with pytest.raises(grpc.RpcError) as err:
         predictions.Predict(predict, timeout=10)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
 
     bad = model_server_config_pb2.ModelServerConfig()
-    bad.model_config_list.config.add(name="hp2", base_path=str(model_root / "half_plus_two"),
-                                     model_platform="tensorflow")
-    bad.model_config_list.config.add(name="broken", base_path="relative/path",
-                                     model_platform="tensorflow")
+    bad.model_config_list.config.add(
+        name="hp2", base_path=str(model_root / "half_plus_two"), model_platform="tensorflow"
+    )
+    bad.model_config_list.config.add(
+        name="broken", base_path="relative/path", model_platform="tensorflow"
+    )
     response = stub.HandleReloadConfigRequest(
-        model_management_pb2.ReloadConfigRequest(config=bad), timeout=30)
+        model_management_pb2.ReloadConfigRequest(config=bad), timeout=30
+    )
     assert response.status.error_code == 3  # INVALID_ARGUMENT

@@ -6,11 +6,10 @@ import shutil
 import subprocess
 import time
 
+import example_models as em
 import numpy as np
 import pytest
 import requests
-
-import example_models as em
 from conftest import VENV_BIN, model_server, start_model_server
 
 SERVER = str(VENV_BIN / "tfs-model-server")
@@ -26,13 +25,19 @@ def test_version_flag():
     assert "TensorFlow ModelServer" in result.stdout and "TensorFlow Library" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "fragment"), [
-    (["--no_such_flag=1", "--model_base_path=/x"], "unknown argument: --no_such_flag=1"),
-    (["--port=abc", "--model_base_path=/x"], "Illegal value for flag --port"),
-    (["--enable_batching=maybe", "--model_base_path=/x"], "Illegal value for flag --enable_batching"),
-    (["--port=8500"], "--model_base_path"),
-    (["--batching_parameters_file=/tmp/x", "--model_base_path=/x"], "--enable_batching"),
-])
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--no_such_flag=1", "--model_base_path=/x"], "unknown argument: --no_such_flag=1"),
+        (["--port=abc", "--model_base_path=/x"], "Illegal value for flag --port"),
+        (
+            ["--enable_batching=maybe", "--model_base_path=/x"],
+            "Illegal value for flag --enable_batching",
+        ),
+        (["--port=8500"], "--model_base_path"),
+        (["--batching_parameters_file=/tmp/x", "--model_base_path=/x"], "--enable_batching"),
+    ],
+)
 def test_bad_command_lines_are_rejected(args, fragment):
     result = run_cli(*args)
     assert result.returncode != 0
@@ -43,8 +48,11 @@ def test_failed_load_ends_start_up(tmp_path):
     bad = tmp_path / "bad" / "1"
     bad.mkdir(parents=True)
     (bad / "saved_model.pb").write_bytes(b"not a saved model")
-    server = start_model_server([f"--model_base_path={tmp_path / 'bad'}",
-                                 "--max_num_load_retries=0"], tmp_path / "log", timeout=60)
+    server = start_model_server(
+        [f"--model_base_path={tmp_path / 'bad'}", "--max_num_load_retries=0"],
+        tmp_path / "log",
+        timeout=60,
+    )
     assert server.proc.wait(60) != 0
     assert "Failed to start server" in server.log()
 
@@ -52,8 +60,11 @@ def test_failed_load_ends_start_up(tmp_path):
 def test_new_versions_are_polled_and_old_ones_unloaded(tmp_path):
     base = tmp_path / "hp"
     em.half_plus_two_tf1(base, version=1)
-    with model_server([f"--model_base_path={base}", "--model_name=hp",
-                       "--file_system_poll_wait_seconds=1"], tmp_path / "log", "hp") as server:
+    with model_server(
+        [f"--model_base_path={base}", "--model_name=hp", "--file_system_poll_wait_seconds=1"],
+        tmp_path / "log",
+        "hp",
+    ) as server:
         em.half_plus_three_tf1(tmp_path / "next", versions=(2,))
         shutil.copytree(tmp_path / "next" / "2", base / "2")
         deadline = time.monotonic() + 60
@@ -65,8 +76,9 @@ def test_new_versions_are_polled_and_old_ones_unloaded(tmp_path):
                 break
             time.sleep(0.5)
         assert states == {"2": "AVAILABLE", "1": "END"}
-        reply = requests.post(f"{server.rest}/v1/models/hp:predict",
-                              json={"instances": [2.0]}, timeout=10)
+        reply = requests.post(
+            f"{server.rest}/v1/models/hp:predict", json={"instances": [2.0]}, timeout=10
+        )
         assert reply.json() == {"predictions": [4.0]}
 
 
@@ -74,14 +86,20 @@ def test_warmup_records_are_replayed_and_bad_ones_fail_the_load(tmp_path):
     good = tmp_path / "good"
     em.half_plus_two_tf1(good, version=1)
     em.write_warmup_requests(good / "1", [em.predict_log("m", {"x": np.array([1.0], np.float32)})])
-    with model_server([f"--model_base_path={good}", "--model_name=m"], tmp_path / "g.log",
-                      "m") as server:
+    with model_server(
+        [f"--model_base_path={good}", "--model_name=m"], tmp_path / "g.log", "m"
+    ) as server:
         assert "Number of warmup records read: 1" in server.log()
     bad = tmp_path / "bad"
     em.half_plus_two_tf1(bad, version=1)
-    em.write_warmup_requests(bad / "1", [em.predict_log("m", {"nope": np.array([1.0], np.float32)})])
-    server = start_model_server([f"--model_base_path={bad}", "--model_name=m",
-                                 "--max_num_load_retries=0"], tmp_path / "b.log", timeout=60)
+    em.write_warmup_requests(
+        bad / "1", [em.predict_log("m", {"nope": np.array([1.0], np.float32)})]
+    )
+    server = start_model_server(
+        [f"--model_base_path={bad}", "--model_name=m", "--max_num_load_retries=0"],
+        tmp_path / "b.log",
+        timeout=60,
+    )
     assert server.proc.wait(60) != 0
     assert "Failed to start server" in server.log()
 
@@ -89,8 +107,11 @@ def test_warmup_records_are_replayed_and_bad_ones_fail_the_load(tmp_path):
 def test_rest_timeout_gives_504(tmp_path):
     base = tmp_path / "slow"
     em.slow_model(base)
-    with model_server([f"--model_base_path={base}", "--model_name=slow",
-                       "--rest_api_timeout_in_ms=300"], tmp_path / "log", "slow") as server:
+    with model_server(
+        [f"--model_base_path={base}", "--model_name=slow", "--rest_api_timeout_in_ms=300"],
+        tmp_path / "log",
+        "slow",
+    ) as server:
         meta = requests.get(f"{server.rest}/v1/models/slow/metadata", timeout=10).json()
         sig = meta["metadata"]["signature_def"]["signature_def"]["serving_default"]
         body = {"inputs": {name: em.SLOW_MODEL_EXAMPLE_INPUTS[name] for name in sig["inputs"]}}
@@ -105,11 +126,19 @@ def test_rest_timeout_gives_504(tmp_path):
 def test_prometheus_metrics_with_tf_serving_names(tmp_path, model_root):
     monitoring = tmp_path / "monitoring.config"
     monitoring.write_text('prometheus_config { enable: true, path: "/metrics/tfs" }\n')
-    with model_server([f"--model_base_path={model_root}/half_plus_two", "--model_name=hp",
-                       f"--monitoring_config_file={monitoring}"], tmp_path / "log", "hp") as server:
+    with model_server(
+        [
+            f"--model_base_path={model_root}/half_plus_two",
+            "--model_name=hp",
+            f"--monitoring_config_file={monitoring}",
+        ],
+        tmp_path / "log",
+        "hp",
+    ) as server:
         for _ in range(3):
-            requests.post(f"{server.rest}/v1/models/hp:predict", json={"instances": [1.0]},
-                          timeout=10)
+            requests.post(
+                f"{server.rest}/v1/models/hp:predict", json={"instances": [1.0]}, timeout=10
+            )
         requests.post(f"{server.rest}/v1/models/hp:predict", json={"instances": ["x"]}, timeout=10)
         reply = requests.get(f"{server.rest}/metrics/tfs", timeout=10)
     assert reply.status_code == 200
@@ -118,5 +147,7 @@ def test_prometheus_metrics_with_tf_serving_names(tmp_path, model_root):
     assert ':tensorflow:serving:request_count{model_name="hp",status="OK"} 3' in text
     assert ':tensorflow:serving:request_count{model_name="hp",status="INVALID_ARGUMENT"} 1' in text
     assert "# TYPE :tensorflow:serving:request_latency histogram" in text
-    assert ':tensorflow:serving:request_latency_count{model_name="hp",API="predict",' \
-           'entrypoint="REST"} 3' in text
+    assert (
+        ':tensorflow:serving:request_latency_count{model_name="hp",API="predict",'
+        'entrypoint="REST"} 3' in text
+    )

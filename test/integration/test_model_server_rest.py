@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
 from conftest import model_server
 
 CONFIG = """
@@ -34,8 +33,9 @@ def server(model_root, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("rest")
     config = tmp / "models.config"
     config.write_text(CONFIG.format(root=model_root))
-    with model_server([f"--model_config_file={config}"], tmp / "server.log",
-                      ready_model="keras") as srv:
+    with model_server(
+        [f"--model_config_file={config}"], tmp / "server.log", ready_model="keras"
+    ) as srv:
         yield srv
 
 
@@ -82,13 +82,22 @@ def test_versions_and_labels_route_predictions(server):
     assert stable.status_code == 200
 
 
-@pytest.mark.parametrize(("path", "status", "text"), [
-    ("/v1/models/nope:predict", 404, "Servable not found for request: Latest(nope)"),
-    ("/v1/models/half_plus_two/versions/7:predict", 404,
-     "Servable not found for request: Specific(half_plus_two, 7)"),
-    ("/v1/models/half_plus_three/labels/gold:predict", 400,
-     "Unrecognized servable version label: gold"),
-])
+@pytest.mark.parametrize(
+    ("path", "status", "text"),
+    [
+        ("/v1/models/nope:predict", 404, "Servable not found for request: Latest(nope)"),
+        (
+            "/v1/models/half_plus_two/versions/7:predict",
+            404,
+            "Servable not found for request: Specific(half_plus_two, 7)",
+        ),
+        (
+            "/v1/models/half_plus_three/labels/gold:predict",
+            400,
+            "Unrecognized servable version label: gold",
+        ),
+    ],
+)
 def test_unknown_model_version_label(server, path, status, text):
     reply = post(server, path, {"instances": [1.0]})
     assert reply.status_code == status
@@ -104,24 +113,33 @@ def test_unknown_model_status_is_404(server):
 def test_classify_and_regress_use_results_key(server):
     status = requests.get(f"{server.rest}/v1/models/half_plus_two/metadata", timeout=10).json()
     signatures = status["metadata"]["signature_def"]["signature_def"]
-    classify = next(k for k, v in signatures.items()
-                    if v["method_name"] == "tensorflow/serving/classify")
-    regress = next(k for k, v in signatures.items()
-                   if v["method_name"] == "tensorflow/serving/regress" and "x_to_y" in k)
-    reply = post(server, "/v1/models/half_plus_two:classify",
-                 {"signature_name": classify, "examples": [{"x": 1.0}, {"x": 2.0}]})
+    classify = next(
+        k for k, v in signatures.items() if v["method_name"] == "tensorflow/serving/classify"
+    )
+    regress = next(
+        k
+        for k, v in signatures.items()
+        if v["method_name"] == "tensorflow/serving/regress" and "x_to_y" in k
+    )
+    reply = post(
+        server,
+        "/v1/models/half_plus_two:classify",
+        {"signature_name": classify, "examples": [{"x": 1.0}, {"x": 2.0}]},
+    )
     assert reply.status_code == 200, reply.text
     results = reply.json()["results"]
     assert len(results) == 2 and all(len(r) == 1 for r in results)
-    reply = post(server, "/v1/models/half_plus_two:regress",
-                 {"signature_name": regress, "examples": [{"x": 1.0}, {"x": 2.0}]})
+    reply = post(
+        server,
+        "/v1/models/half_plus_two:regress",
+        {"signature_name": regress, "examples": [{"x": 1.0}, {"x": 2.0}]},
+    )
     assert reply.status_code == 200, reply.text
     assert reply.json() == {"results": [2.5, 3.0]}
 
 
 def test_metadata_shape(server):
-    reply = requests.get(f"{server.rest}/v1/models/half_plus_two/versions/123/metadata",
-                         timeout=10)
+    reply = requests.get(f"{server.rest}/v1/models/half_plus_two/versions/123/metadata", timeout=10)
     assert reply.status_code == 200
     doc = reply.json()
     assert doc["model_spec"] == {"name": "half_plus_two", "signature_name": "", "version": "123"}
@@ -132,10 +150,11 @@ def test_metadata_shape(server):
 
 def test_tf2_and_keras_exports(server):
     assert post(server, "/v1/models/tf2:predict", {"instances": [1.0, 2.0]}).json() == {
-        "predictions": [2.5, 3.0]}
+        "predictions": [2.5, 3.0]
+    }
     meta = requests.get(f"{server.rest}/v1/models/keras/metadata", timeout=10).json()
     sig = meta["metadata"]["signature_def"]["signature_def"]["serving_default"]
-    (alias, info), = sig["inputs"].items()
+    ((_alias, info),) = sig["inputs"].items()
     width = int(info["tensor_shape"]["dim"][-1]["size"])
     reply = post(server, "/v1/models/keras:predict", {"instances": [[0.5] * width]})
     assert reply.status_code == 200, reply.text
@@ -163,8 +182,11 @@ def test_multi_input_row_and_columnar(server):
 
 def test_string_input_b64_and_plain(server):
     plain = post(server, "/v1/models/strings:predict", {"instances": ["hello"]})
-    b64 = post(server, "/v1/models/strings:predict",
-               {"instances": [{"b64": base64.b64encode(b"hello").decode()}]})
+    b64 = post(
+        server,
+        "/v1/models/strings:predict",
+        {"instances": [{"b64": base64.b64encode(b"hello").decode()}]},
+    )
     assert plain.status_code == 200, plain.text
     assert plain.json() == b64.json()
 
@@ -177,17 +199,25 @@ def test_nan_and_infinity_tokens_in_and_out(server):
     assert math.isnan(values[0]) and values[1] == math.inf
 
 
-@pytest.mark.parametrize(("body", "fragment"), [
-    (b"", "JSON Parse error: The document is empty"),
-    (b"{not json", "JSON Parse error"),
-    (b'{"foo": 1}', "Missing 'inputs' or 'instances' key"),
-    (b'{"instances": []}', "No values in 'instances' array"),
-    (b'{"instances": ["a"]}', "not of expected type: float"),
-    (b'{"instances": [[1.0], [1.0, 2.0]]}', "unexpected size"),
-    (b'{"signature_name": "nope", "instances": [1.0]}',
-     'Serving signature name: "nope" not found in signature def'),
-    (b'{"signature_name": 3, "instances": [1.0]}', "'signature_name' key must be a string value"),
-])
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (b"", "JSON Parse error: The document is empty"),
+        (b"{not json", "JSON Parse error"),
+        (b'{"foo": 1}', "Missing 'inputs' or 'instances' key"),
+        (b'{"instances": []}', "No values in 'instances' array"),
+        (b'{"instances": ["a"]}', "not of expected type: float"),
+        (b'{"instances": [[1.0], [1.0, 2.0]]}', "unexpected size"),
+        (
+            b'{"signature_name": "nope", "instances": [1.0]}',
+            'Serving signature name: "nope" not found in signature def',
+        ),
+        (
+            b'{"signature_name": 3, "instances": [1.0]}',
+            "'signature_name' key must be a string value",
+        ),
+    ],
+)
 def test_bad_predict_requests_are_400_with_json(server, body, fragment):
     reply = post(server, "/v1/models/half_plus_two:predict", body)
     assert reply.status_code == 400
@@ -195,19 +225,23 @@ def test_bad_predict_requests_are_400_with_json(server, body, fragment):
 
 
 def test_int_tensor_rejects_float(server):
-    reply = post(server, "/v1/models/multi_io:predict",
-                 {"instances": [{"a": [1.0, 2.0], "b": 1.5}]})
+    reply = post(
+        server, "/v1/models/multi_io:predict", {"instances": [{"a": [1.0, 2.0], "b": 1.5}]}
+    )
     assert reply.status_code == 400
     assert "error" in reply.json()
 
 
-@pytest.mark.parametrize(("method", "path", "status"), [
-    ("GET", "/v1/models", 400),
-    ("POST", "/v1/models/half_plus_two/metadata", 400),
-    ("GET", "/v1/models/half_plus_two:predict", 400),
-    ("GET", "/v1/models/half_plus_two/versions/abc", 400),
-    ("GET", "/v2/models/x", 404),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/v1/models", 400),
+        ("POST", "/v1/models/half_plus_two/metadata", 400),
+        ("GET", "/v1/models/half_plus_two:predict", 400),
+        ("GET", "/v1/models/half_plus_two/versions/abc", 400),
+        ("GET", "/v2/models/x", 404),
+    ],
+)
 def test_malformed_urls(server, method, path, status):
     reply = requests.request(method, f"{server.rest}{path}", timeout=10)
     assert reply.status_code == status

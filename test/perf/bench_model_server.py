@@ -17,16 +17,15 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import grpc  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # noqa: E402
-
-import example_models as em  # noqa: E402
-from tfs_model_server.process import ModelServerProcess  # noqa: E402
+import example_models as em
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+from tfs_model_server.process import ModelServerProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
-from loadgen import run_load  # noqa: E402
+from loadgen import run_load
 
 OUR_SERVER = str(Path(sys.executable).parent / "tfs-model-server")
 
@@ -77,22 +76,26 @@ def start(args: list[str], log: Path, model: str) -> ModelServerProcess:
 
 def bench_protocols(root: Path, seconds: float) -> dict:
     em.half_plus_three_tf1(root / "hp3", versions=(1,))
-    server = start([f"--model_base_path={root / 'hp3'}", "--model_name=hp3"], root / "hp3.log",
-                   "hp3")
+    server = start(
+        [f"--model_base_path={root / 'hp3'}", "--model_name=hp3"], root / "hp3.log", "hp3"
+    )
     results: dict = {"rest": [], "grpc": []}
     try:
         body = json.dumps({"instances": [1.0, 2.0, 5.0]}).encode()
         request = predict_request("hp3", "x", np.array([1.0, 2.0, 5.0], np.float32))
         for concurrency in (1, 8, 32):
-            rest = run_load(rest_worker(server.rest_port, "/v1/models/hp3:predict", body),
-                            concurrency, seconds)
+            rest = run_load(
+                rest_worker(server.rest_port, "/v1/models/hp3:predict", body), concurrency, seconds
+            )
             grpc_result = run_load(grpc_worker(server.grpc_target, request), concurrency, seconds)
             results["rest"].append(rest.as_dict())
             results["grpc"].append(grpc_result.as_dict())
-            print(f"half_plus_three c={concurrency:>2}  REST {rest.rps:>8.1f} req/s "
-                  f"p50 {rest.p50_ms:6.2f} ms p99 {rest.p99_ms:6.2f} ms | gRPC "
-                  f"{grpc_result.rps:>8.1f} req/s p50 {grpc_result.p50_ms:6.2f} ms "
-                  f"p99 {grpc_result.p99_ms:6.2f} ms | gRPC/REST {grpc_result.rps / rest.rps:.2f}")
+            print(
+                f"half_plus_three c={concurrency:>2}  REST {rest.rps:>8.1f} req/s "
+                f"p50 {rest.p50_ms:6.2f} ms p99 {rest.p99_ms:6.2f} ms | gRPC "
+                f"{grpc_result.rps:>8.1f} req/s p50 {grpc_result.p50_ms:6.2f} ms "
+                f"p99 {grpc_result.p99_ms:6.2f} ms | gRPC/REST {grpc_result.rps / rest.rps:.2f}"
+            )
     finally:
         server.stop()
     return results
@@ -102,30 +105,46 @@ def bench_batching(root: Path, seconds: float) -> dict:
     em.conv_model(root / "conv", version=1)
     image = np.random.default_rng(0).random((1, 64, 64, 3), dtype=np.float32)
     params = root / "batching.config"
-    params.write_text("max_batch_size { value: 32 }\nbatch_timeout_micros { value: 0 }\n"
-                      "max_enqueued_batches { value: 1000 }\nnum_batch_threads { value: 2 }\n")
+    params.write_text(
+        "max_batch_size { value: 32 }\nbatch_timeout_micros { value: 0 }\n"
+        "max_enqueued_batches { value: 1000 }\nnum_batch_threads { value: 2 }\n"
+    )
     results: dict = {}
-    for mode, extra in (("off", []), ("on", ["--enable_batching",
-                                             f"--batching_parameters_file={params}"])):
-        server = start([f"--model_base_path={root / 'conv'}", "--model_name=conv", *extra],
-                       root / f"conv-{mode}.log", "conv")
+    for mode, extra in (
+        ("off", []),
+        ("on", ["--enable_batching", f"--batching_parameters_file={params}"]),
+    ):
+        server = start(
+            [f"--model_base_path={root / 'conv'}", "--model_name=conv", *extra],
+            root / f"conv-{mode}.log",
+            "conv",
+        )
         try:
             meta_alias = _single_input_alias(server)
             request = predict_request("conv", meta_alias, image)
-            results[mode] = {c: run_load(grpc_worker(server.grpc_target, request), c,
-                                         seconds).as_dict() for c in (1, 16)}
+            results[mode] = {
+                c: run_load(grpc_worker(server.grpc_target, request), c, seconds).as_dict()
+                for c in (1, 16)
+            }
         finally:
             server.stop()
         for c, r in results[mode].items():
-            print(f"conv batching {mode:>3} c={c:>2}  {r['rps']:>8.1f} req/s "
-                  f"p50 {r['p50_ms']:6.2f} ms p99 {r['p99_ms']:6.2f} ms")
-    results["ratio_c16_on_over_off"] = round(results["on"][16]["rps"] / results["off"][16]["rps"],
-                                             3)
+            print(
+                f"conv batching {mode:>3} c={c:>2}  {r['rps']:>8.1f} req/s "
+                f"p50 {r['p50_ms']:6.2f} ms p99 {r['p99_ms']:6.2f} ms"
+            )
+    results["ratio_c16_on_over_off"] = round(
+        results["on"][16]["rps"] / results["off"][16]["rps"], 3
+    )
     results["ratio_c1_on_over_off"] = round(results["on"][1]["rps"] / results["off"][1]["rps"], 3)
-    print(f"batching on/off requests/s at concurrency 16: {results['ratio_c16_on_over_off']:.2f}x "
-          f"(target >= 1.5)")
-    print(f"batching on/off requests/s at concurrency 1:  {results['ratio_c1_on_over_off']:.2f}x "
-          f"(target >= 0.90)")
+    print(
+        f"batching on/off requests/s at concurrency 16: {results['ratio_c16_on_over_off']:.2f}x "
+        f"(target >= 1.5)"
+    )
+    print(
+        f"batching on/off requests/s at concurrency 1:  {results['ratio_c1_on_over_off']:.2f}x "
+        f"(target >= 0.90)"
+    )
     return results
 
 

@@ -27,8 +27,9 @@ class LoadResult:
         return asdict(self)
 
 
-def run_load(factory: WorkerFactory, concurrency: int, seconds: float = 5.0,
-             warmup_requests: int = 5) -> LoadResult:
+def run_load(
+    factory: WorkerFactory, concurrency: int, seconds: float = 5.0, warmup_requests: int = 5
+) -> LoadResult:
     """Run `concurrency` closed loops for `seconds`; latency percentiles over all requests."""
     latencies: list[list[float]] = [[] for _ in range(concurrency)]
     errors = [0] * concurrency
@@ -62,7 +63,10 @@ def run_load(factory: WorkerFactory, concurrency: int, seconds: float = 5.0,
     flat = np.array([x for per in latencies for x in per]) * 1000
     count = int(flat.size)
     return LoadResult(
-        concurrency=concurrency, requests=count, errors=sum(errors), seconds=round(elapsed, 3),
+        concurrency=concurrency,
+        requests=count,
+        errors=sum(errors),
+        seconds=round(elapsed, 3),
         rps=round(count / elapsed, 1),
         p50_ms=round(float(np.percentile(flat, 50)), 3) if count else float("nan"),
         p99_ms=round(float(np.percentile(flat, 99)), 3) if count else float("nan"),
