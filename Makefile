@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test unit integration lint format perf clean
+.PHONY: install serve test unit integration lint format perf clean
 
 install: $(STAMP)
 
@@ -13,6 +13,16 @@ $(STAMP): setup.py pyproject.toml
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+EXAMPLE_MODEL := run/models/half_plus_three
+
+$(EXAMPLE_MODEL): | $(STAMP)
+	$(PY) -m example_models half_plus_three $@
+
+serve: install $(EXAMPLE_MODEL)
+	$(VENV)/bin/tfs-model-server --model_name=half_plus_three \
+		--model_base_path=$(abspath $(EXAMPLE_MODEL)) --port=8500 --rest_api_port=8080 \
+		--bind_address=127.0.0.1
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -1,1 +1,39 @@
-"""Builders of the example and test SavedModels (TF Serving's classic test models and more)."""
+"""Builders of the example and test SavedModels (TF Serving's classic test models and more).
+
+Every builder writes `dest/<version>/` (creating parents, replacing that version if present,
+published with a rename so a polling server never sees it half-written) and returns `dest`.
+TensorFlow is imported only when a model is built.
+"""
+
+from .conv import CONV_CLASSES, CONV_INPUT_SHAPE, conv_example_batch, conv_model
+from .half_plus_two import half_plus_three_tf1, half_plus_two_tf1
+from .half_plus_two_tf2 import half_plus_two_tf2
+from .keras_model import KERAS_INPUT_WIDTH, KERAS_OUTPUT_WIDTH, keras_export
+from .multi_io import multi_io
+from .slow import SLOW_MODEL_EXAMPLE_INPUTS, SLOW_MODEL_ITERATIONS, slow_model
+from .string_input import string_input
+from .variable_length import variable_length
+from .warmup import WARMUP_DIR, WARMUP_FILENAME, predict_log, write_warmup_requests
+
+__all__ = [
+    "CONV_CLASSES",
+    "CONV_INPUT_SHAPE",
+    "KERAS_INPUT_WIDTH",
+    "KERAS_OUTPUT_WIDTH",
+    "SLOW_MODEL_EXAMPLE_INPUTS",
+    "SLOW_MODEL_ITERATIONS",
+    "WARMUP_DIR",
+    "WARMUP_FILENAME",
+    "conv_example_batch",
+    "conv_model",
+    "half_plus_three_tf1",
+    "half_plus_two_tf1",
+    "half_plus_two_tf2",
+    "keras_export",
+    "multi_io",
+    "predict_log",
+    "slow_model",
+    "string_input",
+    "variable_length",
+    "write_warmup_requests",
+]

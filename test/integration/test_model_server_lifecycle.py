@@ -151,3 +151,44 @@ def test_prometheus_metrics_with_tf_serving_names(tmp_path, model_root):
         ':tensorflow:serving:request_latency_count{model_name="hp",API="predict",'
         'entrypoint="REST"} 3' in text
     )
+
+
+def _wait_for_states(server, model: str, wanted: dict, timeout: float = 90) -> dict:
+    deadline = time.monotonic() + timeout
+    states: dict = {}
+    while time.monotonic() < deadline:
+        reply = requests.get(f"{server.rest}/v1/models/{model}", timeout=10)
+        if reply.status_code == 200:
+            states = {s["version"]: s["state"] for s in reply.json()["model_version_status"]}
+            if states == wanted:
+                break
+        time.sleep(0.5)
+    return states
+
+
+def test_config_file_polling_and_specific_versions(tmp_path, model_root):
+    config = tmp_path / "models.config"
+    first = "model_config_list { config { name: 'a' base_path: '%s' } }" % (
+        model_root / "half_plus_two"
+    )
+    config.write_text(first)
+    args = [f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=1"]
+    with model_server(args, tmp_path / "log", "a") as server:
+        config.write_text(
+            "model_config_list {\n"
+            f"  config {{ name: 'a' base_path: '{model_root / 'half_plus_two'}' }}\n"
+            f"  config {{ name: 'b' base_path: '{model_root / 'half_plus_three'}'\n"
+            "    model_version_policy { specific { versions: 123 } } }\n"
+            "}\n"
+        )
+        assert _wait_for_states(server, "b", {"123": "AVAILABLE"}) == {"123": "AVAILABLE"}
+        reply = requests.post(
+            f"{server.rest}/v1/models/b/versions/124:predict", json={"instances": [1.0]}, timeout=10
+        )
+        assert reply.status_code == 404
+        config.write_text(first)
+        assert _wait_for_states(server, "b", {"123": "END"}) == {"123": "END"}
+        reply = requests.post(
+            f"{server.rest}/v1/models/b:predict", json={"instances": [1.0]}, timeout=10
+        )
+        assert reply.status_code == 404

@@ -103,7 +103,7 @@ def bench_protocols(root: Path, seconds: float) -> dict:
 
 def bench_batching(root: Path, seconds: float) -> dict:
     em.conv_model(root / "conv", version=1)
-    image = np.random.default_rng(0).random((1, 64, 64, 3), dtype=np.float32)
+    image = em.conv_example_batch(1)
     params = root / "batching.config"
     params.write_text(
         "max_batch_size { value: 32 }\nbatch_timeout_micros { value: 0 }\n"

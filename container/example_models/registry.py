@@ -1,0 +1,71 @@
+"""The example models by CLI name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._paths import PathLike
+from .conv import conv_model
+from .half_plus_two import half_plus_three_tf1, half_plus_two_tf1
+from .half_plus_two_tf2 import half_plus_two_tf2
+from .keras_model import keras_export
+from .multi_io import multi_io
+from .slow import slow_model
+from .string_input import string_input
+from .variable_length import variable_length
+
+
+@dataclass(frozen=True)
+class ExampleModel:
+    """A named builder: `build(dest, version)` writes one version (None: its default ones)."""
+
+    name: str
+    summary: str
+    build: Callable[[PathLike, int | None], Path]
+
+
+def _versioned(builder: Callable[..., Path]) -> Callable[[PathLike, int | None], Path]:
+    def build(dest: PathLike, version: int | None) -> Path:
+        return builder(dest) if version is None else builder(dest, version=version)
+
+    return build
+
+
+def _half_plus_three(dest: PathLike, version: int | None) -> Path:
+    if version is None:
+        return half_plus_three_tf1(dest)
+    return half_plus_three_tf1(dest, versions=(version,))
+
+
+MODELS: dict[str, ExampleModel] = {
+    m.name: m
+    for m in (
+        ExampleModel(
+            "half_plus_two",
+            "TF1 graph, TF Serving's test model: y = 0.5x + 2 (version 123)",
+            _versioned(half_plus_two_tf1),
+        ),
+        ExampleModel(
+            "half_plus_three",
+            "TF1 graph: y = 0.5x + 3 (versions 123 and 124)",
+            _half_plus_three,
+        ),
+        ExampleModel("half_plus_two_tf2", "tf.Module: y = 0.5x + 2", _versioned(half_plus_two_tf2)),
+        ExampleModel(
+            "keras", "Keras 3 model.export: [None, 4] -> [None, 2]", _versioned(keras_export)
+        ),
+        ExampleModel(
+            "multi_io", "inputs a, b; outputs sum, b_doubled, label_bytes", _versioned(multi_io)
+        ),
+        ExampleModel("string_input", "text -> length", _versioned(string_input)),
+        ExampleModel(
+            "variable_length", "x [None, None] -> total (row sums)", _versioned(variable_length)
+        ),
+        ExampleModel(
+            "conv", "small conv net on 64x64x3 images (batching benchmark)", _versioned(conv_model)
+        ),
+        ExampleModel("slow", "while_loop of matmuls taking seconds", _versioned(slow_model)),
+    )
+}

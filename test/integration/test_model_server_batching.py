@@ -1,0 +1,112 @@
+"""Server-side batching through the real server: every caller gets exactly its own rows."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+import pytest
+import requests
+import tensorflow as tf
+from conftest import model_server
+from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+BATCHING = """
+max_batch_size { value: 8 }
+batch_timeout_micros { value: 20000 }
+num_batch_threads { value: 2 }
+max_enqueued_batches { value: 100 }
+allowed_batch_sizes: 4
+allowed_batch_sizes: 8
+pad_variable_length_inputs: true
+"""
+
+CONFIG = """
+model_config_list {{
+  config {{ name: 'hp2' base_path: '{root}/half_plus_two' model_platform: 'tensorflow' }}
+  config {{ name: 'var' base_path: '{root}/variable_length' model_platform: 'tensorflow' }}
+  config {{ name: 'multi_io' base_path: '{root}/multi_io' model_platform: 'tensorflow' }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def server(model_root, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("batching")
+    (tmp / "batching.config").write_text(BATCHING)
+    (tmp / "models.config").write_text(CONFIG.format(root=model_root))
+    args = [
+        f"--model_config_file={tmp / 'models.config'}",
+        "--enable_batching",
+        f"--batching_parameters_file={tmp / 'batching.config'}",
+    ]
+    with model_server(args, tmp / "server.log", ready_model="multi_io") as srv:
+        yield srv
+
+
+def test_concurrent_rest_calls_get_their_own_rows(server):
+    def call(i: int) -> tuple[int, list]:
+        rows = [float(i * 10 + k) for k in range(1 + i % 3)]
+        reply = requests.post(
+            f"{server.rest}/v1/models/hp2:predict", json={"instances": rows}, timeout=30
+        )
+        assert reply.status_code == 200, reply.text
+        return i, reply.json()["predictions"]
+
+    with ThreadPoolExecutor(16) as pool:
+        for i, predictions in pool.map(call, range(160)):
+            assert predictions == [0.5 * (i * 10 + k) + 2 for k in range(1 + i % 3)]
+
+
+def test_concurrent_grpc_calls_with_multiple_inputs_and_outputs(server):
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+        def call(i: int) -> None:
+            n = 1 + i % 4
+            a = np.arange(2 * n, dtype=np.float32).reshape(n, 2) + i
+            b = np.full(n, i, np.int32)
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "multi_io"
+            request.inputs["a"].CopyFrom(tf.make_tensor_proto(a))
+            request.inputs["b"].CopyFrom(tf.make_tensor_proto(b))
+            outputs = stub.Predict(request, timeout=30).outputs
+            np.testing.assert_allclose(tf.make_ndarray(outputs["sum"]), a[:, 0] + a[:, 1] + b)
+            assert list(tf.make_ndarray(outputs["b_doubled"])) == [2 * i] * n
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(call, range(120)))
+
+
+def test_variable_length_inputs_are_padded(server):
+    barrier = threading.Barrier(6)
+
+    def call(i: int) -> list:
+        row = [1.0] * (i + 1)
+        barrier.wait(10)
+        reply = requests.post(
+            f"{server.rest}/v1/models/var:predict", json={"instances": [row]}, timeout=30
+        )
+        assert reply.status_code == 200, reply.text
+        return reply.json()["predictions"]
+
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(call, range(6)))
+    assert results == [[float(i + 1)] for i in range(6)]
+
+
+def test_bad_and_oversized_requests_are_400(server):
+    reply = requests.post(
+        f"{server.rest}/v1/models/hp2:predict", json={"instances": ["x"]}, timeout=30
+    )
+    assert reply.status_code == 400
+    reply = requests.post(
+        f"{server.rest}/v1/models/hp2:predict",
+        json={"instances": [1.0] * 9},
+        timeout=30,
+    )
+    # A request larger than max_batch_size cannot be batched (TF Serving: INVALID_ARGUMENT).
+    assert reply.status_code == 400, reply.text
+    assert "Task size 9 is larger than maximum input batch size 8" in reply.json()["error"]
