@@ -70,13 +70,13 @@ class _Calls:
         try:
             response = fn()
         except ServingError as exc:
-            self.plane.metrics.request_count.inc(model_name, exc.code.name)
+            self.plane.metrics.record_request(model_name, api, exc.code.name)
             context.abort(exc.code.grpc_code, exc.message)
         except Exception as exc:  # a failure of ours: INTERNAL, logged with its traceback
             log.exception("%s failed", api)
-            self.plane.metrics.request_count.inc(model_name, "INTERNAL")
+            self.plane.metrics.record_request(model_name, api, "INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        self.plane.metrics.request_count.inc(model_name, "OK")
+        self.plane.metrics.record_request(model_name, api, "OK")
         self.plane.metrics.request_latency.observe(
             (time.perf_counter() - start) * 1e6, model_name, api, "GRPC"
         )

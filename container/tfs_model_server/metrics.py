@@ -99,6 +99,9 @@ class Histogram:
         return lines
 
 
+INFERENCE_APIS = frozenset({"predict", "classify", "regress", "multi_inference"})
+
+
 class ServingMetrics:
     """The metrics one model server process exports."""
 
@@ -147,6 +150,11 @@ class ServingMetrics:
             self.queuing_latency,
             self.batch_size,
         ]
+
+    def record_request(self, model_name: str, api: str, status: str) -> None:
+        """Count an inference request (status and metadata calls are not counted)."""
+        if api in INFERENCE_APIS:
+            self.request_count.inc(model_name, status)
 
     def render(self) -> bytes:
         lines: list[str] = []

@@ -167,10 +167,10 @@ class RestApi:
                 raise invalid_argument(f"Malformed request: {method} {path}")
         except ServingError as exc:
             if model_name:
-                self.plane.metrics.request_count.inc(model_name, exc.code.name)
+                self.plane.metrics.record_request(model_name, api, exc.code.name)
             return _error(exc.code, exc.message)
         if model_name:
-            self.plane.metrics.request_count.inc(model_name, "OK")
+            self.plane.metrics.record_request(model_name, api, "OK")
             self.plane.metrics.request_latency.observe(
                 (time.perf_counter() - start) * 1e6, model_name, api, "REST"
             )

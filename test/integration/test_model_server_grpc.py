@@ -99,11 +99,8 @@ def test_classify_regress_multi_inference(predictions, signatures):
     classify = next(
         k for k, v in signatures.items() if v.method_name == "tensorflow/serving/classify"
     )
-    regress = next(
-        k
-        for k, v in signatures.items()
-        if v.method_name == "tensorflow/serving/regress" and "x_to_y" in k
-    )
+    regress = "regress_x_to_y"
+    assert signatures[regress].method_name == "tensorflow/serving/regress"
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name, request.model_spec.signature_name = "hp2", classify
     request.input.example_list.examples.extend([example(1.0), example(2.0)])

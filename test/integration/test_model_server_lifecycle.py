@@ -168,16 +168,19 @@ def _wait_for_states(server, model: str, wanted: dict, timeout: float = 90) -> d
 
 def test_config_file_polling_and_specific_versions(tmp_path, model_root):
     config = tmp_path / "models.config"
-    first = "model_config_list { config { name: 'a' base_path: '%s' } }" % (
-        model_root / "half_plus_two"
+    first = (
+        "model_config_list { config { name: 'a' base_path: '%s' model_platform: 'tensorflow' } }"
+        % (model_root / "half_plus_two")
     )
     config.write_text(first)
     args = [f"--model_config_file={config}", "--model_config_file_poll_wait_seconds=1"]
     with model_server(args, tmp_path / "log", "a") as server:
         config.write_text(
             "model_config_list {\n"
-            f"  config {{ name: 'a' base_path: '{model_root / 'half_plus_two'}' }}\n"
-            f"  config {{ name: 'b' base_path: '{model_root / 'half_plus_three'}'\n"
+            f"  config {{ name: 'a' base_path: '{model_root / 'half_plus_two'}'"
+            " model_platform: 'tensorflow' }\n"
+            f"  config {{ name: 'b' base_path: '{model_root / 'half_plus_three'}'"
+            " model_platform: 'tensorflow'\n"
             "    model_version_policy { specific { versions: 123 } } }\n"
             "}\n"
         )

@@ -207,7 +207,8 @@ def test_nan_and_infinity_tokens_in_and_out(server):
         (b'{"foo": 1}', "Missing 'inputs' or 'instances' key"),
         (b'{"instances": []}', "No values in 'instances' array"),
         (b'{"instances": ["a"]}', "not of expected type: float"),
-        (b'{"instances": [[1.0], [1.0, 2.0]]}', "unexpected size"),
+        (b'{"instances": [[1.0], [1.0, 2.0]]}', "Expecting tensor size: 1 but got: 2"),
+        (b'{"inputs": [[1.0], [1.0, 2.0]]}', "Encountered list at unexpected size"),
         (
             b'{"signature_name": "nope", "instances": [1.0]}',
             'Serving signature name: "nope" not found in signature def',
