@@ -73,6 +73,9 @@ def model_spec(name: str, version: int, signature_name: str) -> model_pb2.ModelS
     return spec
 
 
+BATCH_THREAD_POOL = "model_server_batch_threads"
+
+
 class DataPlane:
     """Predict, classify, regress, multi-inference, metadata and status over a ModelManager."""
 
@@ -115,6 +118,8 @@ class DataPlane:
             key = (id(servable), signature.key, tuple(sorted(inputs)), tuple(output_aliases))
 
             def run_batch(merged: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                size = next(iter(merged.values())).shape[0] if merged else 0
+                self.metrics.batch_size.observe(size, BATCH_THREAD_POOL)
                 return servable.run(signature, merged, output_aliases)
 
             assert self.scheduler is not None

@@ -137,6 +137,11 @@ def bench_batching(root: Path, seconds: float) -> dict:
         results["on"][16]["rps"] / results["off"][16]["rps"], 3
     )
     results["ratio_c1_on_over_off"] = round(results["on"][1]["rps"] / results["off"][1]["rps"], 3)
+    results["batch1_call_p50_ms"] = results["off"][1]["p50_ms"]
+    print(
+        f"conv batch-1 call (batching off, c=1) p50: {results['batch1_call_p50_ms']:.2f} ms "
+        "(target >= 5 ms)"
+    )
     print(
         f"batching on/off requests/s at concurrency 16: {results['ratio_c16_on_over_off']:.2f}x "
         f"(target >= 1.5)"

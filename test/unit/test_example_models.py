@@ -218,6 +218,7 @@ def test_conv_model_shapes(root):
     probs = run(path, {"image": batch})["probabilities"]
     assert probs.shape == (3, em.CONV_CLASSES)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert np.isfinite(probs).all() and np.abs(probs[0] - probs[1]).max() > 1e-4
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     assert size < 20e6
 
