@@ -51,6 +51,7 @@ setup(
     entry_points={
         "console_scripts": [
             "tfs-model-server=tfs_model_server.main:main",
+            "serve=sagemaker_serving.serve:main",
         ]
     },
 )

@@ -59,3 +59,115 @@ def model_root(tmp_path_factory) -> Path:
     em.keras_export(root / "keras")
     em.variable_length(root / "variable_length")
     return root
+
+
+# ----- the whole native stack: serve -> nginx + model servers ---------------------------------
+
+SERVE = str(VENV_BIN / "serve")
+
+
+def free_port_range(count: int) -> tuple[int, int]:
+    """`count` consecutive loopback ports that are free right now."""
+    import random
+    import socket
+
+    for _ in range(200):
+        low = random.randrange(20000, 60000 - count)
+        sockets = []
+        try:
+            for port in range(low, low + count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return low, low + count - 1
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+class ServeProcess:
+    """`serve` started on free loopback ports; `url` is its nginx front door."""
+
+    def __init__(self, model_dir: Path, run_dir: Path, env: dict[str, str], log_path: Path):
+        import subprocess
+
+        self.port = int(env["SAGEMAKER_BIND_TO_PORT"])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.run_dir = run_dir
+        self.log_path = log_path
+        low = int(env["SAGEMAKER_SAFE_PORT_RANGE"].split("-")[0])
+        count = int(env.get("SAGEMAKER_TFS_INSTANCE_COUNT", "1"))
+        self.rest_ports = [low + 2 * i + 1 for i in range(count)]
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                SERVE,
+                "--model-dir",
+                str(model_dir),
+                "--run-dir",
+                str(run_dir),
+                "--host",
+                "127.0.0.1",
+            ],
+            env={**os.environ, **env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        """The log without the (many) /ping access lines."""
+        text = self.log_path.read_text(errors="replace")
+        return "\n".join(line for line in text.splitlines() if '"GET /ping ' not in line)
+
+    def wait_healthy(self, timeout: float = 180) -> bool:
+        import time
+
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
+                    return True
+            except requests.RequestException:
+                pass
+            time.sleep(0.3)
+        return False
+
+    def stop(self, timeout: float = 40) -> int | None:
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+        return self.proc.returncode
+
+
+@contextlib.contextmanager
+def serve_stack(
+    model_dir: Path, tmp: Path, env: dict[str, str] | None = None, instances: int = 1
+) -> Iterator[ServeProcess]:
+    """The whole stack for the duration of the block, healthy on entry, always stopped."""
+    (port, _), (low, high) = free_port_range(1), free_port_range(2 * instances + 2)
+    settings = {
+        "SAGEMAKER_BIND_TO_PORT": str(port),
+        "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
+        "SAGEMAKER_TFS_INSTANCE_COUNT": str(instances),
+        **(env or {}),
+    }
+    server = ServeProcess(model_dir, tmp / "run", settings, tmp / "serve.log")
+    try:
+        if not server.wait_healthy():
+            raise RuntimeError(f"serve did not become healthy:\n{server.log()[-5000:]}")
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,42 @@
+"""Ask a model server (TF Serving REST API) whether every version of a model is AVAILABLE."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable, Sequence
+
+
+def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
+    """True when GET /v1/models/<model> lists versions that are all AVAILABLE."""
+    conn = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout)
+    try:
+        conn.request("GET", f"/v1/models/{model}")
+        reply = conn.getresponse()
+        body = reply.read()
+        if reply.status != 200:
+            return False
+        versions = json.loads(body).get("model_version_status", [])
+        return bool(versions) and all(v.get("state") == "AVAILABLE" for v in versions)
+    except (OSError, ValueError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def wait_until_available(
+    rest_port: int,
+    models: Sequence[str],
+    deadline: float,
+    alive: Callable[[], bool],
+    interval: float = 0.25,
+) -> bool:
+    """Poll until every model is AVAILABLE; False at the deadline or if the process died."""
+    while time.monotonic() < deadline:
+        if not alive():
+            return False
+        if all(model_available(rest_port, m) for m in models):
+            return True
+        time.sleep(interval)
+    return False

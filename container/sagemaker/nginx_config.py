@@ -1,0 +1,74 @@
+"""Render nginx.conf from nginx/nginx.conf.template and find nginx and its njs module."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+NGINX_DIR = Path(__file__).resolve().parents[2] / "nginx"
+TEMPLATE_NAME = "nginx.conf.template"
+NJS_MODULE_CANDIDATES = (
+    "/usr/lib/nginx/modules/ngx_http_js_module.so",
+    "/usr/lib64/nginx/modules/ngx_http_js_module.so",
+    "/etc/nginx/modules/ngx_http_js_module.so",
+    "/usr/share/nginx/modules/ngx_http_js_module.so",
+)
+_PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
+
+FAST_PATH_LOCATIONS = """        location = /invocations {
+            js_content tfs.invocations;
+        }"""
+
+
+class NginxSetupError(RuntimeError):
+    """nginx or its njs module is missing, or the template is incomplete."""
+
+
+@dataclass(frozen=True)
+class NginxLayout:
+    """Where nginx, its njs module and our template + script live."""
+
+    binary: str
+    njs_module: str
+    nginx_dir: Path
+
+
+def find_nginx(nginx_dir: Path = NGINX_DIR) -> NginxLayout:
+    binary = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
+    if binary is None:
+        raise NginxSetupError("nginx not found: install it (apt-get install nginx)")
+    module = next((p for p in NJS_MODULE_CANDIDATES if Path(p).exists()), None)
+    if module is None:
+        raise NginxSetupError(
+            "the nginx njs module was not found: install it (apt-get install libnginx-mod-http-js)"
+        )
+    if not (nginx_dir / TEMPLATE_NAME).exists() or not (nginx_dir / "tfs.js").exists():
+        raise NginxSetupError(f"{nginx_dir} must hold {TEMPLATE_NAME} and tfs.js")
+    return NginxLayout(binary, module, nginx_dir)
+
+
+def size_text(num_bytes: int) -> str:
+    """nginx size syntax: whole megabytes as `Nm`, else bytes."""
+    mib = 1024 * 1024
+    return f"{num_bytes // mib}m" if num_bytes % mib == 0 else str(num_bytes)
+
+
+def upstream_servers(rest_ports: Sequence[int]) -> str:
+    return "\n".join(f"        server 127.0.0.1:{port} max_fails=0;" for port in rest_ports)
+
+
+def render(template: str, values: Mapping[str, object]) -> str:
+    """Fill every %NAME% placeholder; a placeholder without a value is an error."""
+    missing = sorted(set(_PLACEHOLDER.findall(template)) - set(values))
+    if missing:
+        raise NginxSetupError(f"nginx template placeholders without values: {missing}")
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def render_file(nginx_dir: Path, values: Mapping[str, object]) -> str:
+    return render((nginx_dir / TEMPLATE_NAME).read_text(), values)

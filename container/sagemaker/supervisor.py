@@ -1,0 +1,177 @@
+"""Start, watch and stop child processes: restart with backoff, give up when one keeps dying."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import logging
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGKILL if the supervisor dies (Linux), own session."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Restart after backoff; more than max_restarts deaths within window_seconds is fatal."""
+
+    max_restarts: int = 5
+    window_seconds: float = 120.0
+    backoff_initial: float = 0.5
+    backoff_max: float = 10.0
+
+
+class Child:
+    """One supervised process: its command, how to stop it and its restart history."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        policy: RestartPolicy | None = None,
+        graceful_signal: int = signal.SIGTERM,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.env = dict(env) if env is not None else None
+        self.policy = policy or RestartPolicy()
+        self.graceful_signal = graceful_signal
+        self.proc: subprocess.Popen | None = None
+        self.deaths: collections.deque[float] = collections.deque()
+        self.restart_at: float | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        log.info("starting %s: %s", self.name, " ".join(self.argv))
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # terminal signals go to serve only, which stops us in order
+            preexec_fn=_die_with_parent,
+        )
+        self.starts += 1
+        self.restart_at = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, signum: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(signum)
+
+    def wait(self, timeout: float) -> bool:
+        """True once the process has exited (within timeout seconds)."""
+        if self.proc is None:
+            return True
+        try:
+            self.proc.wait(max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def stop(self, timeout: float) -> None:
+        """Graceful signal, then SIGKILL after timeout."""
+        self.signal(self.graceful_signal)
+        if not self.wait(timeout):
+            log.warning("%s did not stop within %.0fs: killing it", self.name, timeout)
+            self.signal(signal.SIGKILL)
+            self.wait(5)
+
+    def record_death(self, now: float) -> bool:
+        """Note an unexpected exit and schedule a restart; False if it dies too often."""
+        self.deaths.append(now)
+        while self.deaths and now - self.deaths[0] > self.policy.window_seconds:
+            self.deaths.popleft()
+        if len(self.deaths) > self.policy.max_restarts:
+            return False
+        delay = min(
+            self.policy.backoff_max, self.policy.backoff_initial * 2 ** (len(self.deaths) - 1)
+        )
+        self.restart_at = now + delay
+        return True
+
+
+class Supervisor:
+    """Watches children until asked to stop or until one keeps dying."""
+
+    def __init__(self, children: Sequence[Child], poll_interval: float = 0.2) -> None:
+        self.children = list(children)
+        self.poll_interval = poll_interval
+        self._stop = threading.Event()
+        self.on_restart: Callable[[Child], None] | None = None
+
+    def request_stop(self, *_: object) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def install_signal_handlers(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self.request_stop)
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep unless a stop is requested; True if one was."""
+        return self._stop.wait(seconds)
+
+    def check(self) -> Child | None:
+        """Reap dead children and restart due ones; returns a child that died too often."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.proc is None:
+                continue
+            code = child.proc.poll()
+            if code is not None and child.restart_at is None:
+                log.error("%s (pid %s) exited with code %s", child.name, child.proc.pid, code)
+                if not child.record_death(now):
+                    return child
+                log.info("restarting %s in %.1fs", child.name, child.restart_at - now)
+            if child.restart_at is not None and now >= child.restart_at:
+                child.start()
+                if self.on_restart is not None:
+                    self.on_restart(child)
+        return None
+
+    def run(self) -> Child | None:
+        """Supervise until a stop request (None) or a child that keeps dying (that child)."""
+        while not self._stop.is_set():
+            failed = self.check()
+            if failed is not None:
+                return failed
+            self._stop.wait(self.poll_interval)
+        return None
+
+
+def stop_all(children: Sequence[Child], timeout: float) -> None:
+    """Send every child its graceful signal at once, then wait for all (SIGKILL at timeout)."""
+    deadline = time.monotonic() + timeout
+    for child in children:
+        child.signal(child.graceful_signal)
+    for child in children:
+        if not child.wait(deadline - time.monotonic()):
+            log.warning("%s did not stop within %.0fs: killing it", child.name, timeout)
+            child.signal(signal.SIGKILL)
+            child.wait(5)

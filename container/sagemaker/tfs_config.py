@@ -1,0 +1,37 @@
+"""TensorFlow Serving config files: the model config and the batching parameters (text protos)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf import text_format
+from tensorflow_serving.config import model_server_config_pb2
+
+from .model_discovery import Model
+from .settings import Settings
+
+MODEL_PLATFORM = "tensorflow"
+
+
+def model_config_text(models: Sequence[Model]) -> str:
+    """A ModelServerConfig serving every listed version of each model (`--model_config_file`)."""
+    config = model_server_config_pb2.ModelServerConfig()
+    config_list = config.model_config_list
+    config_list.SetInParent()
+    for model in models:
+        entry = config_list.config.add(
+            name=model.name, base_path=str(model.base_path), model_platform=MODEL_PLATFORM
+        )
+        entry.model_version_policy.specific.versions.extend(model.versions)
+    return text_format.MessageToString(config)
+
+
+def batching_parameters_text(settings: Settings) -> str:
+    """BatchingParameters for `--batching_parameters_file`, one `name { value: N }` per line."""
+    fields = (
+        ("max_batch_size", settings.max_batch_size),
+        ("batch_timeout_micros", settings.batch_timeout_micros),
+        ("num_batch_threads", settings.num_batch_threads),
+        ("max_enqueued_batches", settings.max_enqueued_batches),
+    )
+    return "".join(f"{name} {{ value: {value} }}\n" for name, value in fields)

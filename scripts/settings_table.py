@@ -1,0 +1,23 @@
+"""Print the README "Settings" table (Markdown) from sagemaker_serving.settings.VARIABLES."""
+
+from __future__ import annotations
+
+from sagemaker_serving.settings import VARIABLES
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def settings_table() -> str:
+    """One row per environment variable: name, default, meaning."""
+    rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
+    rows += [
+        f"| `{name}` | {_cell(default)} | {_cell(meaning)} |"
+        for name, default, meaning in VARIABLES
+    ]
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")

@@ -1,0 +1,229 @@
+"""Tests for sagemaker_serving.model_server_command: binary choice, argv, GPU sharing."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+from sagemaker_serving import model_server_command as msc
+from sagemaker_serving.model_server_command import (
+    count_gpus,
+    find_model_server,
+    gpu_assignment,
+    model_server_command,
+)
+from sagemaker_serving.settings import Settings
+
+
+def settings(**env: str) -> Settings:
+    return Settings.from_env(env, cpu_count=2)
+
+
+def executable(path: Path, script: str = "exit 0") -> Path:
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def fake_which(found: dict[str, str]):
+    return lambda name: found.get(name)
+
+
+# find_model_server
+
+
+def test_prefers_tensorflow_model_server(monkeypatch):
+    monkeypatch.setattr(
+        msc.shutil,
+        "which",
+        fake_which({"tensorflow_model_server": "/usr/bin/tensorflow_model_server"}),
+    )
+    assert find_model_server() == ("/usr/bin/tensorflow_model_server", False)
+
+
+def test_ours_next_to_python(monkeypatch, tmp_path):
+    ours = executable(tmp_path / "tfs-model-server")
+    monkeypatch.setattr(msc.shutil, "which", fake_which({"tfs-model-server": "/elsewhere"}))
+    monkeypatch.setattr(msc.sys, "executable", str(tmp_path / "python"))
+    assert find_model_server() == (str(ours), True)
+
+
+def test_ours_on_path(monkeypatch, tmp_path):
+    monkeypatch.setattr(
+        msc.shutil, "which", fake_which({"tfs-model-server": "/bin/tfs-model-server"})
+    )
+    monkeypatch.setattr(msc.sys, "executable", str(tmp_path / "python"))
+    assert find_model_server() == ("/bin/tfs-model-server", True)
+
+
+def test_no_model_server(monkeypatch, tmp_path):
+    monkeypatch.setattr(msc.shutil, "which", fake_which({}))
+    monkeypatch.setattr(msc.sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(FileNotFoundError, match="tensorflow_model_server"):
+        find_model_server()
+
+
+def test_finds_our_server_in_this_venv():
+    path, ours = find_model_server()
+    assert Path(path).name in ("tfs-model-server", "tensorflow_model_server")
+    assert ours == (Path(path).name == "tfs-model-server")
+
+
+# model_server_command
+
+
+def command(s: Settings, ours: bool = False, **kwargs) -> list[str]:
+    options = {
+        "grpc_port": 9000,
+        "rest_port": 8501,
+        "model_config_path": Path("/run/model-config.cfg"),
+        "batching_path": None,
+        "monitoring_config_path": None,
+        "gpu_memory_fraction": None,
+    }
+    options.update(kwargs)
+    return model_server_command("/bin/tms", ours, s, **options)
+
+
+def test_minimal_command():
+    assert command(settings()) == [
+        "/bin/tms",
+        "--port=9000",
+        "--rest_api_port=8501",
+        "--model_config_file=/run/model-config.cfg",
+        "--max_num_load_retries=0",
+        "--rest_api_timeout_in_ms=60000",
+    ]
+
+
+def test_full_command_for_our_server():
+    s = settings(
+        SAGEMAKER_TFS_ENABLE_BATCHING="true",
+        SAGEMAKER_TFS_INTRA_OP_PARALLELISM="4",
+        SAGEMAKER_TFS_INTER_OP_PARALLELISM="2",
+        SAGEMAKER_GUNICORN_TIMEOUT_SECONDS="90",
+    )
+    argv = command(
+        s,
+        ours=True,
+        grpc_port=10000,
+        rest_port=10001,
+        batching_path=Path("/run/batching.cfg"),
+        monitoring_config_path=Path("/run/monitoring.cfg"),
+        gpu_memory_fraction=0.4,
+    )
+    assert argv == [
+        "/bin/tms",
+        "--port=10000",
+        "--rest_api_port=10001",
+        "--model_config_file=/run/model-config.cfg",
+        "--max_num_load_retries=0",
+        "--rest_api_timeout_in_ms=90000",
+        "--enable_batching=true",
+        "--batching_parameters_file=/run/batching.cfg",
+        "--tensorflow_intra_op_parallelism=4",
+        "--tensorflow_inter_op_parallelism=2",
+        "--monitoring_config_file=/run/monitoring.cfg",
+        "--per_process_gpu_memory_fraction=0.4",
+        "--bind_address=127.0.0.1",
+    ]
+
+
+def test_bind_address_only_for_our_server():
+    assert "--bind_address=127.0.0.1" in command(settings(), ours=True)
+    assert not any(a.startswith("--bind_address") for a in command(settings(), ours=False))
+
+
+def test_batching_path_must_match_settings():
+    with pytest.raises(ValueError, match="batching"):
+        command(settings(SAGEMAKER_TFS_ENABLE_BATCHING="true"))
+    with pytest.raises(ValueError, match="batching"):
+        command(settings(), batching_path=Path("/run/batching.cfg"))
+
+
+def test_our_server_accepts_the_command(tmp_path):
+    from tfs_model_server import flags
+
+    s = settings(
+        SAGEMAKER_TFS_ENABLE_BATCHING="true",
+        SAGEMAKER_TFS_INTRA_OP_PARALLELISM="1",
+        SAGEMAKER_TFS_INTER_OP_PARALLELISM="1",
+    )
+    argv = command(
+        s,
+        ours=True,
+        batching_path=tmp_path / "b.cfg",
+        monitoring_config_path=tmp_path / "m.cfg",
+        gpu_memory_fraction=0.25,
+    )
+    options = flags.parse(argv[1:])
+    assert options.port == 9000
+    assert options.rest_api_port == 8501
+    assert options.rest_api_timeout_in_ms == 60000
+    assert options.max_num_load_retries == 0
+    assert options.enable_batching is True
+    assert options.bind_address == "127.0.0.1"
+
+
+# gpu_assignment
+
+
+@pytest.mark.parametrize(
+    ("instances", "margin", "gpus", "expected"),
+    [
+        (1, 0.2, 0, [(None, None)]),
+        (3, 0.2, 0, [(None, None)] * 3),
+        (1, 0.2, 1, [("0", None)]),
+        (2, 0.2, 1, [("0", 0.4), ("0", 0.4)]),
+        (3, 0.1, 1, [("0", 0.3), ("0", 0.3), ("0", 0.3)]),
+        (2, 0.2, 2, [("0", None), ("1", None)]),
+        (3, 0.2, 2, [("0", 0.4), ("1", None), ("0", 0.4)]),
+        (1, 0.2, 4, [("0", None)]),
+        (3, 0.0, 1, [("0", 0.3333)] * 3),
+    ],
+)
+def test_gpu_assignment(instances, margin, gpus, expected):
+    assert gpu_assignment(instances, margin, gpus) == expected
+
+
+def test_gpu_fractions_never_oversubscribe():
+    for instances in range(1, 20):
+        for gpus in range(1, 6):
+            assignment = gpu_assignment(instances, 0.2, gpus)
+            for device in {d for d, _ in assignment}:
+                shares = [f if f is not None else 1.0 for d, f in assignment if d == device]
+                assert sum(shares) <= 1.0
+
+
+# count_gpus
+
+
+def test_count_gpus_without_nvidia_smi(monkeypatch):
+    monkeypatch.setattr(msc.shutil, "which", fake_which({}))
+    assert count_gpus() == 0
+
+
+def test_count_gpus_parses_listing(monkeypatch, tmp_path):
+    smi = executable(
+        tmp_path / "nvidia-smi",
+        'echo "GPU 0: Tesla T4 (UUID: GPU-a)"\n'
+        'echo "  MIG 1g.5gb Device 0: (UUID: MIG-b)"\n'
+        'echo "GPU 1: Tesla T4 (UUID: GPU-c)"',
+    )
+    monkeypatch.setattr(msc.shutil, "which", fake_which({"nvidia-smi": str(smi)}))
+    assert count_gpus() == 2
+
+
+def test_count_gpus_when_nvidia_smi_fails(monkeypatch, tmp_path, caplog):
+    smi = executable(tmp_path / "nvidia-smi", 'echo "GPU 0: x"; exit 9')
+    monkeypatch.setattr(msc.shutil, "which", fake_which({"nvidia-smi": str(smi)}))
+    assert count_gpus() == 0
+    assert "nvidia-smi" in caplog.text
+
+
+def test_count_gpus_when_nvidia_smi_hangs(monkeypatch, tmp_path):
+    smi = executable(tmp_path / "nvidia-smi", "exec sleep 30")
+    monkeypatch.setattr(msc.shutil, "which", fake_which({"nvidia-smi": str(smi)}))
+    monkeypatch.setattr(msc, "NVIDIA_SMI_TIMEOUT_SECONDS", 0.2)
+    assert count_gpus() == 0
