@@ -4,9 +4,21 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test unit integration lint format perf clean
+.PHONY: install system-deps serve test unit integration lint format perf clean
 
-install: $(STAMP)
+install: system-deps $(STAMP)
+
+# nginx with its njs module (Debian packages), installed when missing.
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+system-deps:
+	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || \
+	    [ ! -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || \
+	    ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
+		echo "installing nginx, libnginx-mod-http-js and python3-venv"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			nginx libnginx-mod-http-js python3-venv >/dev/null; \
+	fi
 
 $(STAMP): setup.py pyproject.toml
 	python3 -m venv $(VENV)
@@ -19,10 +31,14 @@ EXAMPLE_MODEL := run/models/half_plus_three
 $(EXAMPLE_MODEL): | $(STAMP)
 	$(PY) -m example_models half_plus_three $@
 
+# The whole stack (nginx + model server) on localhost:8080, in the foreground; Ctrl-C stops it.
 serve: install $(EXAMPLE_MODEL)
-	$(VENV)/bin/tfs-model-server --model_name=half_plus_three \
-		--model_base_path=$(abspath $(EXAMPLE_MODEL)) --port=8500 --rest_api_port=8080 \
-		--bind_address=127.0.0.1
+	@echo "Serving run/models on http://localhost:8080 (Ctrl-C stops). Try:"
+	@echo "  curl localhost:8080/ping -i"
+	@echo "  curl -X POST localhost:8080/invocations -d '{\"instances\":[1.0,2.0,5.0]}'"
+	@echo "  curl -X POST localhost:8080/invocations -H 'Content-Type: text/csv' -H 'Accept: text/csv' --data-binary \$$'1.0\\n2.0\\n'"
+	@echo "  curl -X POST localhost:8080/invocations -H 'X-Amzn-SageMaker-Custom-Attributes: tfs-model-version=124' -d '1.0'"
+	$(VENV)/bin/serve --model-dir $(abspath run/models) --run-dir $(abspath run/serve) --host 127.0.0.1
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider
@@ -41,6 +57,10 @@ format: install
 
 perf: install
 	$(PY) test/perf/bench_model_server.py
+
+.PHONY: perf-container
+perf-container: install
+	$(PY) test/perf/bench_container.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -22,6 +22,7 @@ var SPECIAL_NUMBERS = {
 };
 // Sentinel strings that stand for NaN/Infinity tokens while JSON.parse/stringify see them.
 var SENTINEL = '\u0000tfs:';
+var SENTINEL_JSON = '"\\u0000tfs:';  // the same, as JSON source text
 var SENTINEL_RE = /"\\u0000tfs:(NaN|-?Infinity)"/g;
 
 function HttpError(status, message) {
@@ -108,13 +109,13 @@ function protectSpecialTokens(text) {
         } else if (c === '"') {
             inString = true;
         } else if (c === 'N' && text.startsWith('NaN', i)) {
-            out.push(text.slice(start, i), '"' + SENTINEL + 'NaN"');
+            out.push(text.slice(start, i), SENTINEL_JSON + 'NaN"');
             i += 2;
             start = i + 1;
         } else if (c === 'I' && text.startsWith('Infinity', i)) {
             var neg = i > 0 && text[i - 1] === '-';
             out.push(text.slice(start, neg ? i - 1 : i),
-                '"' + SENTINEL + (neg ? '-' : '') + 'Infinity"');
+                SENTINEL_JSON + (neg ? '-' : '') + 'Infinity"');
             i += 7;
             start = i + 1;
         }

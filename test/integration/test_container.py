@@ -269,3 +269,23 @@ def test_sigterm_drains_in_flight_requests(tmp_path):
         assert code == 0, server.log()[-3000:]
         with pytest.raises(requests.ConnectionError):
             requests.get(f"{server.url}/ping", timeout=2)
+
+
+def test_nan_and_infinity_survive_every_output_format(stack):
+    body = '{"instances": [NaN, -Infinity, 1.0]}'
+    assert post(stack, body).text == '{"predictions": [NaN, -Infinity, 3.5]}\n'
+    assert post(stack, body, accept="application/jsonlines").text == "NaN\n-Infinity\n3.5\n"
+    assert (
+        post(stack, "nan\n-inf\n1\n", "text/csv", accept="text/csv").text == "NaN\n-Infinity\n3.5\n"
+    )
+
+
+def test_malformed_http_gets_json_not_html(stack):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", stack.port), timeout=10) as sock:
+        sock.sendall(b"GARBAGE\r\n\r\n")
+        reply = sock.recv(65536)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400")
+    assert json.loads(body)["error"] == "Bad Request"
