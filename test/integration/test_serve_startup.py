@@ -72,3 +72,19 @@ def test_a_model_server_that_cannot_load_its_model_stops_serve(tmp_path):
     result = run_serve(tmp_path / "models", tmp_path, {"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "60"})
     assert result.returncode == 1
     assert "exited during start-up" in result.stderr
+
+
+def test_batching_settings_reach_the_model_server(good_models, tmp_path):
+    import requests
+    from conftest import serve_stack
+
+    env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true", "SAGEMAKER_TFS_MAX_BATCH_SIZE": "4"}
+    with serve_stack(good_models, tmp_path, env) as server:
+        config = (server.run_dir / "batching-config.cfg").read_text()
+        assert "max_batch_size { value: 4 }" in config
+        reply = requests.post(f"{server.url}/invocations", data="[1.0, 2.0]", timeout=30)
+        assert reply.json() == {"predictions": [[2.5, 3.0]]}
+        # more rows than max_batch_size: TF Serving's batching answers 400, as a JSON body
+        body = '{"instances": [1.0, 2.0, 3.0, 4.0, 5.0]}'
+        reply = requests.post(f"{server.url}/invocations", data=body, timeout=30)
+        assert reply.status_code == 400 and "batch" in reply.json()["error"].lower()
