@@ -36,7 +36,7 @@ function sendJson(r, status, obj) {
 }
 
 function sendError(r, status, message) {
-    sendJson(r, status, {error: message, request_id: r.variables.request_id});
+    sendJson(r, status, {error: message, request_id: r.variables.req_id});
 }
 
 function mediaType(value) {
@@ -481,6 +481,13 @@ async function invocations(r) {
         if (r.method !== 'POST') {
             r.headersOut.Allow = 'POST';
             throw new HttpError(405, 'Method Not Allowed: use POST /invocations');
+        }
+        var contentType = mediaType(r.headersIn['Content-Type']) || 'application/json';
+        if (!JSON_TYPES[contentType] && !JSONLINES_TYPES[contentType] && !CSV_TYPES[contentType]
+            && r.variables.tfs_python_service === '1') {
+            // Binary formats (images, npy, tf.Example, TFRecord) are the Python service's.
+            r.internalRedirect('@python_service');
+            return;
         }
         var route = routing(r);
         var format = responseFormat(r);

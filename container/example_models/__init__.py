@@ -8,8 +8,19 @@ TensorFlow is imported only when a model is built.
 from .conv import CONV_CLASSES, CONV_INPUT_SHAPE, conv_example_batch, conv_model
 from .half_plus_two import half_plus_three_tf1, half_plus_two_tf1
 from .half_plus_two_tf2 import half_plus_two_tf2
+from .image_classifier import (
+    DIGITS_CLASSES,
+    DIGITS_IMAGE_SIZE,
+    RESNET50_CLASSES,
+    RESNET50_IMAGE_SIZE,
+    digits_classifier,
+    digits_test_set,
+    render_digit_jpeg,
+    resnet50_classifier,
+)
 from .keras_model import KERAS_INPUT_WIDTH, KERAS_OUTPUT_WIDTH, keras_export
 from .multi_io import multi_io
+from .registry import MODELS, ensure_built
 from .slow import SLOW_MODEL_EXAMPLE_INPUTS, SLOW_MODEL_ITERATIONS, slow_model
 from .string_input import string_input
 from .variable_length import variable_length
@@ -18,20 +29,30 @@ from .warmup import WARMUP_DIR, WARMUP_FILENAME, predict_log, write_warmup_reque
 __all__ = [
     "CONV_CLASSES",
     "CONV_INPUT_SHAPE",
+    "DIGITS_CLASSES",
+    "DIGITS_IMAGE_SIZE",
     "KERAS_INPUT_WIDTH",
     "KERAS_OUTPUT_WIDTH",
+    "MODELS",
+    "RESNET50_CLASSES",
+    "RESNET50_IMAGE_SIZE",
     "SLOW_MODEL_EXAMPLE_INPUTS",
     "SLOW_MODEL_ITERATIONS",
     "WARMUP_DIR",
     "WARMUP_FILENAME",
     "conv_example_batch",
     "conv_model",
+    "digits_classifier",
+    "digits_test_set",
+    "ensure_built",
     "half_plus_three_tf1",
     "half_plus_two_tf1",
     "half_plus_two_tf2",
     "keras_export",
     "multi_io",
     "predict_log",
+    "render_digit_jpeg",
+    "resnet50_classifier",
     "slow_model",
     "string_input",
     "variable_length",

@@ -10,11 +10,14 @@ from ._paths import PathLike
 from .conv import conv_model
 from .half_plus_two import half_plus_three_tf1, half_plus_two_tf1
 from .half_plus_two_tf2 import half_plus_two_tf2
+from .image_classifier import digits_classifier, resnet50_classifier
 from .keras_model import keras_export
 from .multi_io import multi_io
 from .slow import slow_model
 from .string_input import string_input
 from .variable_length import variable_length
+
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 
 
 @dataclass(frozen=True)
@@ -67,5 +70,27 @@ MODELS: dict[str, ExampleModel] = {
             "conv", "small conv net on 64x64x3 images (batching benchmark)", _versioned(conv_model)
         ),
         ExampleModel("slow", "while_loop of matmuls taking seconds", _versioned(slow_model)),
+        ExampleModel(
+            "digits",
+            "CNN trained on sklearn digits as 32x32 JPEGs: image_bytes -> probabilities, classes",
+            _versioned(digits_classifier),
+        ),
+        ExampleModel(
+            "resnet50",
+            "ResNet-50, random weights, 224x224: image_bytes -> probabilities, classes (~100 MB)",
+            _versioned(resnet50_classifier),
+        ),
     )
 }
+
+
+def ensure_built(name: str, dest: PathLike, version: int = 1) -> Path:
+    """Build model `name` as `dest/<version>/` unless a SavedModel is already there; return `dest`.
+
+    A cache for slow builders (digits trains, resnet50 writes ~100 MB); delete the version
+    directory to rebuild after changing a builder.
+    """
+    dest = Path(dest)
+    if not any((dest / str(version) / f).is_file() for f in SAVED_MODEL_FILES):
+        MODELS[name].build(dest, version)
+    return dest

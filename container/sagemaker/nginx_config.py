@@ -18,9 +18,50 @@ NJS_MODULE_CANDIDATES = (
 )
 _PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
 
+# /invocations through njs; what njs cannot convert goes on to the Python service.
 FAST_PATH_LOCATIONS = """        location = /invocations {
             js_content tfs.invocations;
         }"""
+
+# /invocations straight to the Python service (the user's inference.py).
+SERVICE_LOCATIONS = """        location = /invocations {
+            proxy_pass http://python_service;
+            proxy_set_header X-Request-Id $req_id;
+            proxy_set_header Host $host;
+            proxy_hide_header X-Request-Id;
+        }"""
+
+# Always present when the Python service runs: its /ping, /metrics and the njs hand-over.
+SERVICE_COMMON_LOCATIONS = """        location @python_service {
+            proxy_pass http://python_service;
+            proxy_set_header X-Request-Id $req_id;
+            proxy_set_header Host $host;
+            proxy_hide_header X-Request-Id;
+        }
+
+        location = /metrics {
+            if ($request_method !~ ^(GET|HEAD)$) { return 405; }
+            proxy_pass http://python_service;
+            proxy_set_header X-Request-Id $req_id;
+        }
+
+        location = /_service/ping {
+            internal;
+            proxy_pass_request_body off;
+            proxy_connect_timeout 1s;
+            proxy_read_timeout 1500ms;
+            proxy_pass http://python_service/ping;
+        }"""
+
+
+def service_upstream(socket_path: str) -> str:
+    return (
+        "    upstream python_service {\n"
+        f"        server unix:{socket_path} max_fails=0;\n"
+        "        keepalive 32;\n"
+        "        keepalive_timeout 60s;\n"
+        "    }"
+    )
 
 
 class NginxSetupError(RuntimeError):

@@ -30,17 +30,22 @@ from .model_server_health import model_available
 from .nginx_config import (
     FAST_PATH_LOCATIONS,
     NGINX_DIR,
+    SERVICE_COMMON_LOCATIONS,
+    SERVICE_LOCATIONS,
     NginxLayout,
     NginxSetupError,
     find_nginx,
     render_file,
+    service_upstream,
     size_text,
     upstream_servers,
 )
 from .ports import allocate_model_server_ports
+from .service_process import ServiceProcess, service_process
 from .settings import Settings, SettingsError
 from .supervisor import Child, Supervisor, stop_all
 from .tfs_config import batching_parameters_text, model_config_text
+from .user_code import UserCodeError
 
 log = logging.getLogger("serve")
 
@@ -67,11 +72,12 @@ class Stack:
     grpc_ports: list[int]
     nginx: Child
     nginx_conf: NginxConf
+    service: ServiceProcess
     model_servers: list[Child] = field(default_factory=list)
 
     @property
     def children(self) -> list[Child]:
-        return [self.nginx, *self.model_servers]
+        return [self.nginx, self.service.child, *self.model_servers]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -181,6 +187,7 @@ def nginx_child(
     models: list[Model],
     default: str,
     rest_ports: list[int],
+    service: ServiceProcess,
 ) -> tuple[Child, NginxConf]:
     for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
@@ -197,12 +204,16 @@ def nginx_child(
         "RESPONSE_BUFFER": size_text(RESPONSE_BUFFER_BYTES),
         "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
         "TFS_SERVERS": upstream_servers(rest_ports),
-        "EXTRA_UPSTREAMS": "",
+        "EXTRA_UPSTREAMS": service_upstream(service.socket_path),
         "LISTEN": listen,
         "DEFAULT_MODEL": default,
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
-        "INVOCATIONS_LOCATIONS": FAST_PATH_LOCATIONS,
-        "PING_TARGETS": ping_targets(rest_ports, models),
+        "INVOCATIONS_LOCATIONS": (
+            SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
+        ),
+        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
+        "PYTHON_SERVICE": "1",
+        "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping",
     }
     nginx_conf = NginxConf(layout, run_dir / "nginx.conf", values)
     conf = nginx_conf.write()
@@ -230,8 +241,11 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
     ports = allocate_model_server_ports(settings)
     rest_ports = [rest for _, rest in ports]
     layout = find_nginx(NGINX_DIR)
+    service = service_process(
+        settings, args.model_dir, run_dir, default, ports, child_environment(settings)
+    )
     nginx, nginx_conf = nginx_child(
-        settings, layout, run_dir, args.host, models, default, rest_ports
+        settings, layout, run_dir, args.host, models, default, rest_ports, service
     )
     return Stack(
         settings=settings,
@@ -242,6 +256,7 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
         grpc_ports=[grpc for grpc, _ in ports],
         nginx=nginx,
         nginx_conf=nginx_conf,
+        service=service,
         model_servers=model_server_children(settings, models, run_dir, ports),
     )
 
@@ -278,7 +293,9 @@ def shutdown(stack: Stack) -> None:
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(DRAIN_NOTICE_SECONDS)
     stack.nginx.stop(SHUTDOWN_GRACE_SECONDS + 2)
+    stack.service.child.stop(10)
     stop_all(stack.model_servers, 5)
+    stack.service.cleanup()
     log.info("stopped")
 
 
@@ -286,13 +303,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
         stack = build_stack(args, settings)
-    except (SettingsError, ModelDiscoveryError, NginxSetupError, StartupError, OSError) as exc:
+    except (
+        SettingsError,
+        ModelDiscoveryError,
+        NginxSetupError,
+        StartupError,
+        UserCodeError,
+        OSError,
+    ) as exc:
         log.error("cannot start: %s", exc)
         return 2
     supervisor = Supervisor(stack.children)
     supervisor.install_signal_handlers()
     try:
         stack.nginx.start()
+        stack.service.child.start()
         for child in stack.model_servers:
             child.start()
         if not wait_until_ready(stack, supervisor):

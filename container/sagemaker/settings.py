@@ -21,6 +21,7 @@ BATCH_MAX_ENQUEUED_BATCHES = 100_000_000
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent")
+DEFAULT_GUNICORN_THREADS = 8
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 
 _INT32_MAX = 2**31 - 1
@@ -78,9 +79,18 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "nginx error log level: debug, info, notice, warn, error, crit, alert, emerg",
     ),
     ("SAGEMAKER_TFS_VERSION", "unset", "informational TensorFlow Serving version"),
-    ("SAGEMAKER_GUNICORN_WORKERS", "1", "gunicorn worker processes (Python service)"),
-    ("SAGEMAKER_GUNICORN_THREADS", "1", "threads per gunicorn worker (`gthread` only)"),
-    ("SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent", "gunicorn worker class: sync, gthread, gevent"),
+    (
+        "SAGEMAKER_GUNICORN_WORKERS",
+        "number of CPUs",
+        "gunicorn worker processes (Python service); the AWS container's default was 1",
+    ),
+    ("SAGEMAKER_GUNICORN_THREADS", "8", "threads per gunicorn worker (`gthread` only)"),
+    (
+        "SAGEMAKER_GUNICORN_WORKER_CLASS",
+        "gthread",
+        "gunicorn worker class: sync, gthread, gevent (gevent must be installed; the AWS "
+        "container's default was gevent, which stalls on CPU-bound handlers)",
+    ),
     (
         "SAGEMAKER_GUNICORN_LOGLEVEL",
         "info",
@@ -207,10 +217,12 @@ class Settings:
             wait_time_seconds=_int(env, "SAGEMAKER_TFS_WAIT_TIME_SECONDS", 300, 1, _MAX_SECONDS),
             nginx_log_level=_choice(env, "SAGEMAKER_TFS_NGINX_LOGLEVEL", "error", NGINX_LOG_LEVELS),
             tfs_version=_raw(env, "SAGEMAKER_TFS_VERSION"),
-            gunicorn_workers=_int(env, "SAGEMAKER_GUNICORN_WORKERS", 1, 1, _INT32_MAX),
-            gunicorn_threads=_int(env, "SAGEMAKER_GUNICORN_THREADS", 1, 1, _INT32_MAX),
+            gunicorn_workers=_int(env, "SAGEMAKER_GUNICORN_WORKERS", cpus, 1, _INT32_MAX),
+            gunicorn_threads=_int(
+                env, "SAGEMAKER_GUNICORN_THREADS", DEFAULT_GUNICORN_THREADS, 1, _INT32_MAX
+            ),
             gunicorn_worker_class=_choice(
-                env, "SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent", GUNICORN_WORKER_CLASSES
+                env, "SAGEMAKER_GUNICORN_WORKER_CLASS", "gthread", GUNICORN_WORKER_CLASSES
             ),
             gunicorn_log_level=_choice(
                 env, "SAGEMAKER_GUNICORN_LOGLEVEL", "info", GUNICORN_LOG_LEVELS

@@ -289,3 +289,24 @@ def test_malformed_http_gets_json_not_html(stack):
     head, _, body = reply.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400")
     assert json.loads(body)["error"] == "Bad Request"
+
+
+def test_binary_formats_go_to_the_built_in_handlers(stack):
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    np.save(buf, np.array([1.0, 2.0, 5.0], np.float32))
+    reply = post(stack, buf.getvalue(), "application/x-npy")
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"predictions": [3.5, 4.0, 5.5]}
+    # raw bytes become the b64 value of a model's single string input
+    reply = post(
+        stack, b"\x00\xffraw", "application/octet-stream", attributes="tfs-model-name=strings"
+    )
+    assert reply.status_code == 200, reply.text
+    assert len(reply.json()["predictions"]) == 1
+    # a model without a string input cannot take raw bytes: 415 with a JSON body
+    assert_json_error(post(stack, b"\x00\xff", "application/x-image"), 415)
+    assert_json_error(post(stack, b"not npy", "application/x-npy"), 400)

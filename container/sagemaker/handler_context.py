@@ -1,0 +1,36 @@
+"""What user handlers receive and may raise: the AWS container's Context, plus our additions."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+# The ten fields of the AWS container's Context, in its order, then ours: the request id, the
+# request's deadline (time.monotonic()) and the seconds left at the start, and the default model.
+Context = namedtuple(
+    "Context",
+    [
+        "model_name",
+        "model_version",
+        "method",
+        "rest_uri",
+        "grpc_port",
+        "channel",
+        "custom_attributes",
+        "request_content_type",
+        "accept_header",
+        "content_length",
+        "request_id",
+        "deadline",
+        "timeout",
+        "default_model_name",
+    ],
+)
+
+
+class HandlerError(Exception):
+    """Raise from a handler to answer with a status (4xx by default) and a JSON error message."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status

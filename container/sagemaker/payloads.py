@@ -1,0 +1,766 @@
+"""Client payloads <-> TF Serving REST JSON: request decoding and response encoding.
+
+Pure functions shared by the /invocations front end and the batch runner. Requests in the
+content types listed in BUILTIN_TYPES become TF Serving REST bodies (predict, classify,
+regress); successful TF Serving JSON responses become JSON, JSON Lines or CSV per Accept.
+TF Serving JSON may hold bare NaN/Infinity/-Infinity tokens: they are accepted on input and
+re-emitted as such (CSV: NaN, Infinity, -Infinity).
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import csv
+import io
+import json
+import math
+import re
+import struct
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import crc32c
+import orjson
+
+__all__ = [
+    "BUILTIN_TYPES",
+    "InputSpec",
+    "ModelRequest",
+    "PayloadError",
+    "decode_request",
+    "encode_response",
+    "frame_tfrecord",
+    "media_type",
+    "prediction_rows",
+    "signature_inputs",
+    "split_tfrecords",
+]
+
+
+class PayloadError(ValueError):
+    """Bad client payload: status (400, 406, 415) and a message for the JSON error body."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One signature input: alias, dtype name, shape (-1: unknown dim; None: unknown rank)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...] | None
+
+
+@dataclass
+class ModelRequest:
+    """A TF Serving REST request body and how many input records it holds (None: not per record)."""
+
+    body: bytes
+    records: int | None
+
+
+JSON = "application/json"
+JSON_LINES_TYPES = frozenset(
+    {"application/jsonlines", "application/jsons", "application/x-jsonlines"}
+)
+CSV = "text/csv"
+BYTES_TYPES = frozenset({"application/x-image", "application/octet-stream"})
+NPY = "application/x-npy"
+TFEXAMPLE_TYPES = frozenset(
+    {"application/x-tfexample", "application/tfrecord", "application/x-tfrecord"}
+)
+
+BUILTIN_TYPES: frozenset[str] = frozenset(
+    {JSON, CSV, NPY, *JSON_LINES_TYPES, *BYTES_TYPES, *TFEXAMPLE_TYPES}
+)
+
+METHODS = frozenset({"predict", "classify", "regress"})
+REQUEST_KEYS = ("instances", "inputs", "examples")
+RESPONSE_KEYS = ("predictions", "outputs", "results")
+
+# Accept: supported types in tie-break order (wildcards prefer the earliest).
+ACCEPT_TYPES = (JSON, "application/jsonlines", "application/jsons", "application/x-jsonlines", CSV)
+
+
+def media_type(header: str | None) -> str:
+    """The media type of a Content-Type/Accept value: lower-case, params stripped, "" if none."""
+    if not header:
+        return ""
+    return header.split(";", 1)[0].strip().lower()
+
+
+def _params(header: str) -> dict[str, str]:
+    """Media-type parameters, names lower-cased, values unquoted."""
+    params: dict[str, str] = {}
+    for part in header.split(";")[1:]:
+        name, sep, value = part.partition("=")
+        if sep:
+            params[name.strip().lower()] = value.strip().strip('"')
+    return params
+
+
+# ------------------------------------------------------------------------------ JSON
+
+
+_CONSTANTS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def _loads(data: bytes | str) -> tuple[Any, bool]:
+    """Parse JSON allowing bare NaN/Infinity/-Infinity: (value, whether such tokens occurred)."""
+    try:
+        return orjson.loads(data), False
+    except orjson.JSONDecodeError:
+        pass
+    seen: list[str] = []
+
+    def constant(token: str) -> float:
+        seen.append(token)
+        return _CONSTANTS[token]
+
+    return json.loads(data, parse_constant=constant), bool(seen)
+
+
+def _dumps(value: Any, nonfinite: bool = False) -> bytes:
+    """Compact JSON; non-finite floats (when `nonfinite`) as bare NaN/Infinity tokens."""
+    if not nonfinite:
+        try:
+            return orjson.dumps(value)
+        except TypeError:  # e.g. integers beyond 64 bits
+            pass
+    text = json.dumps(value, allow_nan=True, ensure_ascii=False, separators=(",", ":"))
+    return text.encode()
+
+
+def _key(name: str) -> bytes:
+    return orjson.dumps(name)
+
+
+def _wrap(key: str, items: bytes) -> bytes:
+    """`{"<key>": <items>}` around an already encoded JSON value."""
+    return b'{"' + key.encode() + b'":' + items + b"}"
+
+
+def _batch_key(method: str) -> str:
+    return "examples" if method in ("classify", "regress") else "instances"
+
+
+# ------------------------------------------------------------------- signature inputs
+
+
+def _dim(value: Any) -> int:
+    return int(value) if value not in (None, "") else 0
+
+
+def _dtype_name(value: Any) -> str:
+    if isinstance(value, int):
+        from tensorflow.core.framework import types_pb2  # slow first import (loads tensorflow)
+
+        return types_pb2.DataType.Name(value)
+    return str(value) if value else "DT_INVALID"
+
+
+def signature_inputs(
+    metadata: dict, signature_name: str = "serving_default"
+) -> dict[str, InputSpec]:
+    """Inputs of one signature from TF Serving's GET /v1/models/<m>/metadata JSON, by alias.
+
+    InputSpec.name is the alias (the key requests use), not the graph tensor name.
+    """
+    try:
+        signatures = metadata["metadata"]["signature_def"]["signature_def"]
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"model metadata has no signature_def: {err!r}") from None
+    if signature_name not in signatures:
+        available = ", ".join(sorted(signatures)) or "none"
+        raise PayloadError(
+            400,
+            f'Serving signature name: "{signature_name}" not found in signature def '
+            f"(available: {available})",
+        )
+    specs: dict[str, InputSpec] = {}
+    for alias, info in (signatures[signature_name].get("inputs") or {}).items():
+        shape_info = info.get("tensor_shape")
+        shape: tuple[int, ...] | None
+        if shape_info is None or shape_info.get("unknown_rank"):
+            shape = None
+        else:
+            shape = tuple(_dim(d.get("size")) for d in shape_info.get("dim") or ())
+        specs[alias] = InputSpec(alias, _dtype_name(info.get("dtype")), shape)
+    return specs
+
+
+def _string_inputs(inputs: Mapping[str, InputSpec]) -> list[str]:
+    return [name for name, spec in inputs.items() if spec.dtype == "DT_STRING"]
+
+
+# --------------------------------------------------------------------------- request
+
+
+def decode_request(
+    body: bytes,
+    content_type: str,
+    inputs: Mapping[str, InputSpec] | None,
+    method: str = "predict",
+) -> ModelRequest:
+    """Turn a client payload into a TF Serving REST request body for `method`.
+
+    `inputs` (from signature_inputs) steers the binary formats; None means unknown.
+    Raises PayloadError (400 bad payload, 415 unsupported type or no fitting model input).
+    """
+    if method not in METHODS:
+        raise PayloadError(
+            400, f"Unsupported method: {method} (expected predict, classify or regress)"
+        )
+    ctype = media_type(content_type)
+    if ctype == JSON:
+        return _decode_json(body, method)
+    if ctype in JSON_LINES_TYPES:
+        return _decode_json_lines(body, method)
+    if ctype == CSV:
+        params = _params(content_type)
+        header = params.get("header", "").lower() == "present"
+        return _decode_csv(body, params.get("charset", "utf-8"), header, method)
+    if ctype in BYTES_TYPES:
+        return _decode_bytes(body, ctype, inputs)
+    if ctype == NPY:
+        return _decode_npy(body, inputs)
+    if ctype in TFEXAMPLE_TYPES:
+        return _decode_tfexample(body, inputs, method)
+    raise PayloadError(415, f"Unsupported Media Type: {content_type or 'Unknown'}")
+
+
+def _strip_bom(body: bytes) -> bytes:
+    return body[3:] if body.startswith(codecs.BOM_UTF8) else body
+
+
+def _decode_json(body: bytes, method: str) -> ModelRequest:
+    text = _strip_bom(body).strip()
+    if not text:
+        raise PayloadError(400, "Malformed JSON: the request body is empty")
+    try:
+        value, _ = _loads(text)
+    except ValueError as err:
+        lines = [line.strip() for line in text.splitlines()]
+        if sum(1 for line in lines if line) > 1:
+            try:
+                return _json_lines(lines, method)
+            except PayloadError:
+                pass
+        raise PayloadError(400, f"Malformed JSON: {err}") from None
+    if isinstance(value, dict) and any(key in value for key in REQUEST_KEYS):
+        batch = value.get("instances", value.get("examples"))
+        return ModelRequest(_strip_bom(body), len(batch) if isinstance(batch, list) else None)
+    key = _batch_key(method)
+    if isinstance(value, list) and value and all(isinstance(item, list) for item in value):
+        return ModelRequest(_wrap(key, text), len(value))
+    return ModelRequest(_wrap(key, b"[" + text + b"]"), 1)
+
+
+def _json_lines(lines: list[bytes], method: str) -> ModelRequest:
+    """One instance per non-empty line; `lines` are stripped, numbered from 1."""
+    items = []
+    for number, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            _loads(line)
+        except ValueError as err:
+            raise PayloadError(400, f"Malformed JSON Lines: line {number}: {err}") from None
+        items.append(line)
+    if not items:
+        raise PayloadError(400, "Malformed JSON Lines: the request body has no records")
+    return ModelRequest(_wrap(_batch_key(method), b"[" + b",".join(items) + b"]"), len(items))
+
+
+def _decode_json_lines(body: bytes, method: str) -> ModelRequest:
+    return _json_lines([line.strip() for line in _strip_bom(body).split(b"\n")], method)
+
+
+# ------------------------------------------------------------------------------- CSV
+
+_INT = re.compile(r"[+-]?\d+\Z")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)\Z")
+_NONFINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
+# One RFC 4180 field at a position: quoted (with "" escapes, lenient tail) or plain.
+_CSV_FIELD = re.compile(r'"(?:[^"]|"")*"?[^,]*|[^,]*')
+
+
+class _LineTap:
+    """Line iterator for csv.reader that remembers the raw text of the record being read."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = iter(io.StringIO(text, newline=""))
+        self.raw: list[str] = []
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.raw.append(line)
+        return line
+
+
+def _quoted_fields(raw: str) -> list[bool]:
+    """Which fields of one raw CSV record were quoted."""
+    raw = raw.rstrip("\r\n")
+    flags, pos = [], 0
+    while True:
+        match = _CSV_FIELD.match(raw, pos)
+        flags.append(raw.startswith('"', pos))
+        pos = match.end() if match else len(raw)
+        if pos >= len(raw):
+            return flags
+        pos += 1  # the comma
+
+
+def _csv_value(field: str) -> tuple[Any, bool]:
+    """An unquoted CSV field: (int | float | str, is non-finite)."""
+    token = field.strip()
+    if _INT.match(token):
+        return int(token), False
+    if _FLOAT.match(token):
+        return float(token), False
+    if token.lower() in _NONFINITE:
+        return float(token), True
+    return field, False
+
+
+def _decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelRequest:
+    """RFC 4180 rows (skipping a header row for `header=present`) as instances."""
+    try:
+        text = body.decode("utf-8-sig" if charset.lower() in ("utf-8", "utf8") else charset)
+    except LookupError:
+        raise PayloadError(415, f"Unsupported Media Type: text/csv; charset={charset}") from None
+    except UnicodeDecodeError as err:
+        raise PayloadError(400, f"Malformed CSV: not valid {charset}: {err}") from None
+    tap = _LineTap(text)
+    reader = csv.reader(tap, strict=False)
+    rows: list[Any] = []
+    nonfinite = False
+    width = None
+    start = 1
+    try:
+        for fields in reader:
+            line, start = start, reader.line_num + 1
+            raw = "".join(tap.raw)
+            tap.raw.clear()
+            if not fields:
+                continue
+            if header:
+                header, width = False, len(fields)
+                continue
+            if width is None:
+                width = len(fields)
+            elif len(fields) != width:
+                raise PayloadError(
+                    400, f"Malformed CSV: line {line} has {len(fields)} fields, expected {width}"
+                )
+            quoted = _quoted_fields(raw) if '"' in raw else None
+            row = []
+            for index, field in enumerate(fields):
+                if quoted is not None and index < len(quoted) and quoted[index]:
+                    row.append(field)
+                    continue
+                value, special = _csv_value(field)
+                nonfinite |= special
+                row.append(value)
+            rows.append(row[0] if width == 1 else row)
+    except csv.Error as err:
+        raise PayloadError(400, f"Malformed CSV: line {reader.line_num}: {err}") from None
+    if not rows:
+        raise PayloadError(400, "Malformed CSV: the request body has no rows")
+    return ModelRequest(_wrap(_batch_key(method), _dumps(rows, nonfinite)), len(rows))
+
+
+# ---------------------------------------------------------------------- raw bytes
+
+
+def _decode_bytes(body: bytes, ctype: str, inputs: Mapping[str, InputSpec] | None) -> ModelRequest:
+    if not body:
+        raise PayloadError(400, f"Empty request body for {ctype}")
+    b64 = b'{"b64":"' + base64.b64encode(body) + b'"}'
+    if inputs is None or len(inputs) == 1:
+        spec = next(iter(inputs.values())) if inputs else None
+        if spec is not None and spec.dtype != "DT_STRING":
+            raise _no_bytes_input(ctype, inputs)
+        return ModelRequest(_wrap("instances", b"[" + b64 + b"]"), 1)
+    strings = _string_inputs(inputs)
+    if len(strings) != 1:
+        raise _no_bytes_input(ctype, inputs)
+    return ModelRequest(_wrap("instances", b"[{" + _key(strings[0]) + b":" + b64 + b"}]"), 1)
+
+
+def _no_bytes_input(ctype: str, inputs: Mapping[str, InputSpec]) -> PayloadError:
+    described = ", ".join(f"{name} ({spec.dtype})" for name, spec in inputs.items()) or "none"
+    strings = _string_inputs(inputs)
+    problem = (
+        "has no DT_STRING input to take the raw bytes"
+        if not strings
+        else f"has several DT_STRING inputs ({', '.join(strings)}), so which one takes the bytes "
+        "is ambiguous"
+    )
+    return PayloadError(
+        415,
+        f"Unsupported Media Type: {ctype}: the model's signature {problem} (inputs: {described}). "
+        "Send JSON, or add a code/inference.py that converts the payload.",
+    )
+
+
+# ------------------------------------------------------------------------------ NPY
+
+
+def _array_json(array: Any) -> bytes:
+    """A numpy array (or 0-d array) as JSON; NaN/Infinity as bare tokens, bytes as b64."""
+    import numpy as np
+
+    kind = array.dtype.kind
+    if kind in "biuf":
+        nonfinite = kind == "f" and not bool(np.isfinite(array).all())
+        if array.ndim and not nonfinite and array.dtype.isnative:  # (ascontiguousarray: 0-d -> 1-d)
+            try:
+                return orjson.dumps(np.ascontiguousarray(array), option=orjson.OPT_SERIALIZE_NUMPY)
+            except TypeError:
+                pass
+        return _dumps(array.tolist(), nonfinite)
+    if kind == "S":
+        return _dumps(_b64_tree(array.tolist()))
+    if kind == "U":
+        return _dumps(array.tolist())
+    if kind in "Mm":
+        return _dumps(array.astype(str).tolist())
+    raise PayloadError(400, f"application/x-npy: unsupported array dtype {array.dtype}")
+
+
+def _b64_tree(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_b64_tree(item) for item in value]
+    return {"b64": base64.b64encode(value).decode("ascii")}
+
+
+def _npy_target(array: Any, inputs: Mapping[str, InputSpec]) -> str:
+    """The input a lone array feeds in a multi-input signature: the best dtype/rank match."""
+
+    def score(spec: InputSpec) -> tuple[int, int]:
+        rank_ok = spec.shape is None or len(spec.shape) == array.ndim
+        string_ok = (spec.dtype == "DT_STRING") == (array.dtype.kind in "SU")
+        return int(rank_ok), int(string_ok)
+
+    best = max(inputs.values(), key=score)
+    return best.name
+
+
+def _decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequest:
+    import numpy as np
+
+    try:
+        loaded = np.load(io.BytesIO(body), allow_pickle=False)
+    except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
+        raise PayloadError(400, f"Could not read application/x-npy body: {err}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):  # .npz: one array per input name
+        with loaded:
+            arrays = {name: loaded[name] for name in loaded.files}
+        if not arrays:
+            raise PayloadError(400, "application/x-npy: the .npz archive holds no arrays")
+        columns = b",".join(_key(name) + b":" + _array_json(a) for name, a in arrays.items())
+        sizes = {len(a) if a.ndim else 1 for a in arrays.values()}
+        return ModelRequest(
+            _wrap("inputs", b"{" + columns + b"}"), sizes.pop() if len(sizes) == 1 else None
+        )
+    array = loaded
+    records = len(array) if array.ndim else 1
+    if array.dtype.names:  # structured array: one column per field name
+        columns = b",".join(
+            _key(name) + b":" + _array_json(np.ascontiguousarray(array[name]))
+            for name in array.dtype.names
+        )
+        return ModelRequest(_wrap("inputs", b"{" + columns + b"}"), records)
+    encoded = _array_json(array)
+    if inputs is None or len(inputs) <= 1:
+        return ModelRequest(
+            _wrap("instances", encoded if array.ndim else b"[" + encoded + b"]"), records
+        )
+    name = _npy_target(array, inputs)
+    return ModelRequest(_wrap("inputs", b"{" + _key(name) + b":" + encoded + b"}"), records)
+
+
+# ------------------------------------------------------------------------- TFRecord
+
+_MASK_DELTA = 0xA282EAD8
+_HEADER = struct.Struct("<QI")
+_U32 = struct.Struct("<I")
+
+
+def _masked_crc(data: bytes | memoryview) -> int:
+    crc = crc32c.crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame_tfrecord(record: bytes) -> bytes:
+    """One TFRecord frame: uint64 length, masked CRC-32C of it, the data, masked CRC-32C of it."""
+    length = struct.pack("<Q", len(record))
+    return length + _U32.pack(_masked_crc(length)) + record + _U32.pack(_masked_crc(record))
+
+
+def split_tfrecords(body: bytes) -> list[bytes] | None:
+    """The records of a body of TFRecord frames, or None when the body is not framed.
+
+    Framed means the frames, with valid length CRCs, walk to exactly the end of the body.
+    A frame whose data CRC is wrong raises PayloadError(400) naming the record index.
+    """
+    view = memoryview(body)
+    size = len(body)
+    spans: list[tuple[int, int, int]] = []
+    pos = 0
+    while pos < size:
+        if size - pos < 16:
+            return None
+        length, length_crc = _HEADER.unpack_from(view, pos)
+        if _masked_crc(view[pos : pos + 8]) != length_crc:
+            return None
+        start = pos + 12
+        end = start + length
+        if end + 4 > size:
+            return None
+        spans.append((start, end, _U32.unpack_from(view, end)[0]))
+        pos = end + 4
+    if not spans:
+        return None
+    records = []
+    for index, (start, end, data_crc) in enumerate(spans):
+        if _masked_crc(view[start:end]) != data_crc:
+            raise PayloadError(400, f"Corrupt TFRecord: record {index}: data CRC mismatch")
+        records.append(body[start:end])
+    return records
+
+
+def _parse_examples(records: list[bytes]) -> list[Any]:
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.example import example_pb2  # slow first import (loads tensorflow)
+
+    examples = []
+    for index, record in enumerate(records):
+        try:
+            examples.append(example_pb2.Example.FromString(record))
+        except DecodeError as err:
+            raise PayloadError(
+                400, f"Record {index} is not a serialized tf.train.Example: {err}"
+            ) from None
+    return examples
+
+
+def _feature_values(feature: Any) -> tuple[str | None, list]:
+    """(kind, values) of a tf.train.Feature; bytes as {"b64": ...} objects."""
+    kind = feature.WhichOneof("kind")
+    if kind is None:
+        return None, []
+    values = list(getattr(feature, kind).value)
+    if kind == "bytes_list":
+        values = [{"b64": base64.b64encode(v).decode("ascii")} for v in values]
+    return kind, values
+
+
+def _has_nonfinite(values: list) -> bool:
+    return not all(map(math.isfinite, values))
+
+
+def _example_json(example: Any) -> tuple[dict, bool]:
+    """TF Serving's JSON form of a tf.train.Example (classify/regress) and a non-finite flag."""
+    doc, nonfinite = {}, False
+    for name, feature in example.features.feature.items():
+        kind, values = _feature_values(feature)
+        if kind == "float_list":
+            nonfinite = nonfinite or _has_nonfinite(values)
+        doc[name] = values[0] if len(values) == 1 else values
+    return doc, nonfinite
+
+
+def _decode_tfexample(
+    body: bytes, inputs: Mapping[str, InputSpec] | None, method: str
+) -> ModelRequest:
+    if not body:
+        raise PayloadError(400, "Empty request body: expected a serialized tf.train.Example")
+    records = split_tfrecords(body) or [body]
+    examples = _parse_examples(records)
+    count = len(records)
+    if method in ("classify", "regress"):
+        docs = [_example_json(example) for example in examples]
+        nonfinite = any(flag for _, flag in docs)
+        return ModelRequest(_dumps({"examples": [doc for doc, _ in docs]}, nonfinite), count)
+
+    def b64(record: bytes) -> bytes:
+        return b'{"b64":"' + base64.b64encode(record) + b'"}'
+
+    if not inputs or (len(inputs) == 1 and _string_inputs(inputs)):
+        return ModelRequest(_wrap("instances", b"[" + b",".join(map(b64, records)) + b"]"), count)
+    strings = _string_inputs(inputs)
+    serialized_input = strings[0] if len(strings) == 1 else None
+    single = len(inputs) == 1
+    instances, nonfinite = [], False
+    for index, (record, example) in enumerate(zip(records, examples, strict=True)):
+        features = example.features.feature
+        instance: dict[str, Any] = {}
+        for name, spec in inputs.items():
+            if name in features:
+                kind, values = _feature_values(features[name])
+                if kind == "float_list":
+                    nonfinite = nonfinite or _has_nonfinite(values)
+                rank1 = spec.shape is not None and len(spec.shape) == 1
+                instance[name] = values[0] if rank1 and len(values) == 1 else values
+            elif name == serialized_input:
+                instance[name] = {"b64": base64.b64encode(record).decode("ascii")}
+            else:
+                raise PayloadError(
+                    400,
+                    f"Record {index}: tf.train.Example has no feature {name!r} for the model "
+                    f"input of that name (features: {', '.join(sorted(features)) or 'none'})",
+                )
+        instances.append(instance[next(iter(inputs))] if single else instance)
+    return ModelRequest(_dumps({"instances": instances}, nonfinite), count)
+
+
+# -------------------------------------------------------------------------- response
+
+
+def _negotiate(accept: str | None) -> str:
+    """The best supported type for an Accept header (q-values, wildcards, lists)."""
+    if not accept or not accept.strip():
+        return JSON
+    ranked: dict[str, tuple[int, float, int]] = {}  # type -> (specificity, q, entry index)
+    for index, entry in enumerate(accept.split(",")):
+        mtype = media_type(entry)
+        if not mtype:
+            continue
+        if mtype == "*":
+            mtype = "*/*"
+        q = 1.0
+        qtext = _params(entry).get("q")
+        if qtext is not None:
+            try:
+                q = float(qtext)
+            except ValueError:
+                q = 0.0
+            if not 0.0 <= q <= 1.0:
+                q = 0.0
+        for supported in ACCEPT_TYPES:
+            main = supported.split("/")[0]
+            if mtype == supported:
+                specificity = 2
+            elif mtype == f"{main}/*":
+                specificity = 1
+            elif mtype == "*/*":
+                specificity = 0
+            else:
+                continue
+            best = ranked.get(supported)
+            if best is None or specificity > best[0]:
+                ranked[supported] = (specificity, q, index)
+    choices = [
+        (-q, index, ACCEPT_TYPES.index(mtype), mtype)
+        for mtype, (_, q, index) in ranked.items()
+        if q > 0
+    ]
+    if not choices:
+        raise PayloadError(
+            406,
+            f"Not Acceptable: {accept} (supported: application/json, application/jsonlines, "
+            "text/csv)",
+        )
+    return min(choices)[3]
+
+
+def _response_doc(tfs_body: bytes) -> tuple[dict, str, bool]:
+    """(document, its response key, whether it holds NaN/Infinity) of a TF Serving response."""
+    try:
+        doc, nonfinite = _loads(tfs_body)
+    except ValueError:  # TF Serving writes non-UTF-8 string outputs raw
+        doc, nonfinite = _loads(tfs_body.decode("utf-8", errors="replace"))
+    if isinstance(doc, dict):
+        for key in RESPONSE_KEYS:
+            if key in doc:
+                return doc, key, nonfinite
+    raise ValueError("not a TF Serving response: no 'predictions', 'outputs' or 'results' key")
+
+
+def prediction_rows(tfs_doc: dict) -> list:
+    """One item per prediction of a parsed TF Serving response.
+
+    predictions/results lists as they are; columnar outputs as one {name: value} per row
+    (when every output is a list of the same length, else one row); a scalar as one row.
+    """
+    for key in RESPONSE_KEYS:
+        if key in tfs_doc:
+            value = tfs_doc[key]
+            break
+    else:
+        raise ValueError("not a TF Serving response: no 'predictions', 'outputs' or 'results' key")
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict) and key == "outputs" and "b64" not in value:
+        columns = list(value.values())
+        if columns and all(isinstance(c, list) for c in columns):
+            sizes = {len(c) for c in columns}
+            if len(sizes) == 1:
+                names = list(value)
+                return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+    return [value]
+
+
+def _flatten(value: Any, out: list) -> None:
+    if isinstance(value, list):
+        for item in value:
+            _flatten(item, out)
+    elif isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get("b64"), str):
+            out.append(value["b64"])
+        else:
+            for item in value.values():
+                _flatten(item, out)
+    else:
+        out.append(value)
+
+
+def _csv_field(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value is None:
+        return ""
+    return value
+
+
+def _csv_rows(rows: list) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    for row in rows:
+        fields: list = []
+        _flatten(row, fields)
+        writer.writerow([_csv_field(field) for field in fields])
+    return out.getvalue().encode()
+
+
+def encode_response(
+    tfs_body: bytes, accept: str | None, records: int | None = None
+) -> tuple[bytes, str]:
+    """Convert a successful TF Serving JSON response to what Accept asks: (body, content type).
+
+    JSON: one compact line with TF Serving's top-level key; JSON Lines: one value per
+    prediction; CSV: one row per prediction. `records` is informational: there is always
+    one line per prediction. Raises PayloadError(406) when no acceptable type is supported.
+    """
+    del records  # the caller compares len(prediction_rows(...)) with it if it cares
+    chosen = _negotiate(accept)
+    doc, key, nonfinite = _response_doc(tfs_body)
+    if chosen == JSON:
+        return _dumps({key: doc[key]}, nonfinite) + b"\n", chosen
+    rows = prediction_rows(doc)
+    if chosen == CSV:
+        return _csv_rows(rows), chosen
+    return b"".join(_dumps(row, nonfinite) + b"\n" for row in rows), chosen

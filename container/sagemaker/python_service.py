@@ -1,0 +1,227 @@
+"""The Python service (falcon on gunicorn, behind nginx): runs the user's handlers.
+
+/invocations: input_handler -> model server -> output_handler (or handler, or the built-in
+formats); /ping: 200 once the handlers imported; /metrics: Prometheus text.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import falcon
+import orjson
+
+from . import payloads
+from .handler_context import Context, HandlerError
+from .model_client import ModelServerClient
+from .routing import Route, parse_route
+from .service_metrics import ServiceMetrics
+from .user_code import Handlers, load_handlers
+
+log = logging.getLogger("sagemaker_serving.service")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What serve tells the service (written as JSON into the run directory)."""
+
+    code_dir: str
+    default_model: str
+    rest_ports: list[int]
+    grpc_ports: list[int]
+    request_timeout_seconds: float
+    handler_threads: int = 16
+    python_paths: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_file(cls, path: Path) -> ServiceConfig:
+        return cls(**json.loads(path.read_text()))
+
+
+def _json_error(resp: falcon.Response, status: int, message: str, request_id: str) -> None:
+    resp.status = falcon.code_to_http_status(status)
+    resp.content_type = "application/json"
+    resp.data = orjson.dumps({"error": message, "request_id": request_id}) + b"\n"
+
+
+def _concrete_type(accept: str | None) -> str:
+    """The first non-wildcard type in Accept, else application/json (never `*/*`)."""
+    for item in (accept or "").split(","):
+        media = item.split(";")[0].strip()
+        if media and "*" not in media:
+            return media
+    return "application/json"
+
+
+def _as_body(value: Any) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+class Invocations:
+    """POST /invocations: one request through the handlers, within its deadline."""
+
+    def __init__(self, config: ServiceConfig, handlers: Handlers, metrics: ServiceMetrics) -> None:
+        self.config = config
+        self.handlers = handlers
+        self.metrics = metrics
+        self.client = ModelServerClient(config.rest_ports, config.grpc_ports)
+        # Handlers run here so a request past its deadline can be answered (504) while the
+        # handler finishes in the background; the worker itself is never killed.
+        self.pool = concurrent.futures.ThreadPoolExecutor(
+            config.handler_threads, thread_name_prefix="handler"
+        )
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        started = time.monotonic()
+        request_id = req.get_header("X-Request-Id") or uuid.uuid4().hex
+        resp.set_header("X-Request-Id", request_id)
+        deadline = started + self.config.request_timeout_seconds
+        model, status = self.config.default_model, 500
+        try:
+            route = parse_route(
+                req.get_header("X-Amzn-SageMaker-Custom-Attributes"), self.config.default_model
+            )
+            model = route.model
+            context = self._context(req, route, request_id, deadline)
+            future = self.pool.submit(self._run, req.bounded_stream, context)
+            try:
+                body, content_type = future.result(timeout=max(0.0, deadline - time.monotonic()))
+            except concurrent.futures.TimeoutError:
+                raise HandlerError(
+                    f"The request did not finish within {self.config.request_timeout_seconds:g}s",
+                    504,
+                ) from None
+            resp.data = body
+            resp.content_type = content_type
+            status = 200
+        except (HandlerError, payloads.PayloadError) as exc:
+            status = exc.status
+            _json_error(resp, status, exc.message, request_id)
+        except falcon.HTTPError as exc:
+            status = exc.status_code
+            _json_error(resp, status, exc.description or exc.title, request_id)
+        except Exception as exc:
+            log.exception("[%s] handler failed", request_id)
+            _json_error(resp, 500, f"{type(exc).__name__}: {exc}", request_id)
+        finally:
+            self.metrics.request("/invocations", status, model, time.monotonic() - started)
+
+    def _context(self, req: falcon.Request, route: Route, request_id: str, deadline: float):
+        index = self.client.pick()
+        return Context(
+            model_name=route.model_given,
+            model_version=route.version,
+            method=route.method_given,
+            rest_uri=self.client.rest_uri(index, route.path()),
+            grpc_port=self.config.grpc_ports[index],
+            channel=self.client.channel(index),
+            custom_attributes=req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
+            request_content_type=req.get_header("Content-Type") or "application/json",
+            accept_header=req.get_header("Accept") or "application/json",
+            content_length=req.content_length,
+            request_id=request_id,
+            deadline=deadline,
+            timeout=max(0.0, deadline - time.monotonic()),
+            default_model_name=self.config.default_model,
+        )
+
+    # ----- runs on a handler thread -----------------------------------------------------------
+    def _run(self, data: Any, context: Context) -> tuple[bytes, str]:
+        handlers = self.handlers
+        if handlers.handler is not None:
+            with self.metrics.stage("handler"):
+                result = handlers.handler(data, context)
+            return self._result(result, context)
+        with self.metrics.stage("input_handler"):
+            if handlers.input_handler is not None:
+                request_body, records = handlers.input_handler(data, context), None
+            else:
+                request_body, records = self._default_input(data, context)
+        with self.metrics.stage("model_server"):
+            response = self.client.request("POST", context.rest_uri, request_body, context.deadline)
+        with self.metrics.stage("output_handler"):
+            if handlers.output_handler is not None:
+                return self._result(handlers.output_handler(response, context), context)
+            return self._default_output(response, context, records)
+
+    def _result(self, result: Any, context: Context) -> tuple[bytes, str]:
+        if isinstance(result, tuple) and len(result) == 2:
+            body, content_type = result
+        else:
+            body, content_type = result, None
+        return _as_body(body), content_type or _concrete_type(context.accept_header)
+
+    def _default_input(self, data: Any, context: Context) -> tuple[bytes, int | None]:
+        body = data.read()
+        media = payloads.media_type(context.request_content_type)
+        inputs = None
+        if media not in ("application/json", "application/jsonlines", "text/csv"):
+            model = context.model_name or context.default_model_name
+            metadata = self.client.metadata(model, context.deadline)
+            inputs = payloads.signature_inputs(metadata)
+        request = payloads.decode_request(
+            body, context.request_content_type, inputs, context.method or "predict"
+        )
+        self.metrics.records(request.records)
+        return request.body, request.records
+
+    def _default_output(self, response: Any, context: Context, records: int | None):
+        if response.status_code != 200:
+            try:
+                message = json.loads(response.content)["error"]
+            except (ValueError, KeyError, TypeError):
+                message = response.text
+            raise HandlerError(str(message), response.status_code)
+        return payloads.encode_response(response.content, context.accept_header, records)
+
+
+class Ping:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.status = falcon.HTTP_200
+        resp.content_type = "application/json"
+        resp.data = b""
+
+
+class Metrics:
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = "text/plain; version=0.0.4; charset=utf-8"
+        resp.data = self.metrics.render()
+
+
+def _not_found(req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict) -> None:
+    if isinstance(ex, falcon.HTTPError):
+        _json_error(resp, ex.status_code, ex.title, req.get_header("X-Request-Id") or "")
+    else:
+        log.exception("unhandled error")
+        _json_error(resp, 500, f"{type(ex).__name__}: {ex}", req.get_header("X-Request-Id") or "")
+
+
+def create_app(config: ServiceConfig) -> falcon.App:
+    """The falcon app; imports the user's handlers (a failure stops the worker)."""
+    handlers = load_handlers(Path(config.code_dir))
+    log.info("handlers: %s", handlers.source)
+    metrics = ServiceMetrics()
+    app = falcon.App()
+    app.req_options.auto_parse_form_urlencoded = False
+    app.add_route("/invocations", Invocations(config, handlers, metrics))
+    app.add_route("/ping", Ping())
+    app.add_route("/metrics", Metrics(metrics))
+    app.add_error_handler(falcon.HTTPError, _not_found)
+    return app

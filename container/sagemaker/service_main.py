@@ -1,0 +1,66 @@
+"""Run the Python service under gunicorn (embedded), from the JSON config serve wrote.
+
+python -m sagemaker_serving.service_main CONFIG.json --bind unix:SOCKET [gunicorn options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from gunicorn.app.base import BaseApplication
+
+from .python_service import ServiceConfig, create_app
+
+
+class ServiceApplication(BaseApplication):
+    def __init__(self, config: ServiceConfig, options: dict) -> None:
+        self.config_obj = config
+        self.options = options
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        for path in reversed(self.config_obj.python_paths):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+        return create_app(self.config_obj)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sagemaker_serving.service_main")
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--bind", required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--worker-class", default="gthread")
+    parser.add_argument("--timeout", type=int, default=30)
+    parser.add_argument("--log-level", default="info")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s",
+    )
+    options = {
+        "bind": args.bind,
+        "workers": args.workers,
+        "threads": args.threads,
+        "worker_class": args.worker_class,
+        "timeout": args.timeout,
+        "graceful_timeout": 20,
+        "keepalive": 75,
+        "loglevel": args.log_level,
+        "accesslog": None,
+        "errorlog": "-",
+        "control_socket_disable": True,
+    }
+    ServiceApplication(ServiceConfig.from_file(args.config), options).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Prometheus metrics of the Python service (shared across gunicorn workers when
+PROMETHEUS_MULTIPROC_DIR is set, which serve does)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+RECORD_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+
+class ServiceMetrics:
+    """Request counts by route/status/model, latency per stage, records per request."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "sagemaker_requests",
+            "Requests handled by the Python service",
+            ["route", "status", "model"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "sagemaker_request_duration_seconds",
+            "Time in the Python service per request",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.stages = Histogram(
+            "sagemaker_stage_duration_seconds",
+            "Time per stage: input_handler, model_server, output_handler (or handler)",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.records_per_request = Histogram(
+            "sagemaker_request_records",
+            "Records (instances, lines, rows, TFRecords) per request with a built-in format",
+            buckets=RECORD_BUCKETS,
+            registry=self.registry,
+        )
+
+    def request(self, route: str, status: int, model: str, seconds: float) -> None:
+        self.requests.labels(route, str(status), model).inc()
+        self.latency.labels(route).observe(seconds)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.stages.labels(name).observe(time.monotonic() - started)
+
+    def records(self, count: int | None) -> None:
+        if count:
+            self.records_per_request.observe(count)
+
+    def render(self) -> bytes:
+        """Prometheus text: all workers' values in multiprocess mode, else this process's."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            return generate_latest(registry)
+        return generate_latest(self.registry)

@@ -1,0 +1,103 @@
+"""Prepare and describe the Python service process (gunicorn + falcon) for serve."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .python_service import ServiceConfig
+from .settings import Settings, SettingsError
+from .supervisor import Child
+from .user_code import LIB_DIR, has_user_code, install_requirements
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceProcess:
+    child: Child
+    socket_path: str
+    socket_dir: Path
+    handles_invocations: bool  # True with user code; else it only takes the binary formats
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def service_process(
+    settings: Settings,
+    model_dir: Path,
+    run_dir: Path,
+    default_model: str,
+    ports: list[tuple[int, int]],
+    env: dict[str, str],
+) -> ServiceProcess:
+    """Install requirements, write the service config, and build the gunicorn child."""
+    if settings.gunicorn_worker_class == "gevent" and importlib.util.find_spec("gevent") is None:
+        raise SettingsError(
+            "SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent is not installed (use gthread or sync)"
+        )
+    code_dir = model_dir / "code"
+    user_code = has_user_code(code_dir)
+    python_paths = []
+    if user_code:
+        python_paths.append(str(code_dir))
+        if (code_dir / LIB_DIR).is_dir():
+            python_paths.append(str(code_dir / LIB_DIR))
+        installed = install_requirements(
+            code_dir, run_dir / "python-packages", settings.wait_time_seconds
+        )
+        if installed is not None:
+            python_paths.append(str(installed))
+    config = ServiceConfig(
+        code_dir=str(code_dir),
+        default_model=default_model,
+        rest_ports=[rest for _, rest in ports],
+        grpc_ports=[grpc for grpc, _ in ports],
+        # answer (504) a little before nginx gives up on the request
+        request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
+        handler_threads=max(16, settings.gunicorn_threads * 2),
+        python_paths=python_paths,
+    )
+    config_path = run_dir / "service.json"
+    config_path.write_text(config.to_json())
+    # nginx workers may run as another user: the socket lives in a directory they can reach.
+    socket_dir = Path(tempfile.mkdtemp(prefix="sagemaker-service-"))
+    socket_dir.chmod(0o755)
+    socket_path = str(socket_dir / "gunicorn.sock")
+    metrics_dir = run_dir / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    workers = settings.gunicorn_workers if user_code else min(2, settings.gunicorn_workers)
+    argv = [
+        sys.executable,
+        "-m",
+        "sagemaker_serving.service_main",
+        str(config_path),
+        f"--bind=unix:{socket_path}",
+        f"--workers={workers}",
+        f"--threads={settings.gunicorn_threads}",
+        f"--worker-class={settings.gunicorn_worker_class}",
+        f"--timeout={settings.gunicorn_timeout_seconds}",
+        f"--log-level={settings.gunicorn_log_level}",
+    ]
+    child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    child_env.pop("PYTHONPATH", None)
+    log.info(
+        "Python service: %s (%s)",
+        "user code in " + str(code_dir) if user_code else "built-in formats only",
+        ", ".join(python_paths) or "no extra paths",
+    )
+    return ServiceProcess(
+        Child("python-service", argv, child_env), socket_path, socket_dir, user_code
+    )
+
+
+def service_ready(socket_path: str) -> bool:
+    return os.path.exists(socket_path)
