@@ -22,7 +22,8 @@ from pathlib import Path
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-CACHE = REPO / "run" / "examples"  # git-ignored (/run/)
+# Models, inputs, model directories and outputs of the examples; run/ is git-ignored.
+CACHE = Path(os.environ.get("EXAMPLES_WORK_DIR") or REPO / "run" / "examples")
 BIN = Path(sys.executable).parent  # the venv's bin: serve, tfs-model-server
 MODEL_VERSION = 1
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ start-up chatter

@@ -29,7 +29,7 @@ import numpy as np
 
 from ._paths import PathLike, build_version
 from ._quiet import quiet_tf
-from ._tf2 import export_keras_serving
+from ._tf2 import save_keras_serving
 
 DIGITS_IMAGE_SIZE = 32
 DIGITS_CLASSES = 10
@@ -52,7 +52,7 @@ def render_digit_jpeg(pixels_8x8: Any, size: int = DIGITS_IMAGE_SIZE) -> bytes:
 
     pixels = np.asarray(pixels_8x8, dtype=np.float64).reshape(8, 8)
     gray = np.clip(np.rint(pixels * (255.0 / 16.0)), 0, 255).astype(np.uint8)
-    image = Image.fromarray(gray, mode="L").resize((size, size), Image.Resampling.BILINEAR)
+    image = Image.fromarray(gray).resize((size, size), Image.Resampling.BILINEAR)
     out = io.BytesIO()
     image.convert("RGB").save(out, format="JPEG", quality=95)
     return out.getvalue()
@@ -60,7 +60,7 @@ def render_digit_jpeg(pixels_8x8: Any, size: int = DIGITS_IMAGE_SIZE) -> bytes:
 
 @functools.cache
 def _digits_split() -> tuple[tuple[tuple[bytes, int], ...], tuple[tuple[bytes, int], ...]]:
-    """(train, test) lists of (jpeg, label): every digit rendered, shuffled with a fixed seed,
+    """(train, test) tuples of (jpeg, label): every digit rendered, shuffled with a fixed seed,
     the last DIGITS_TEST_FRACTION held out."""
     from sklearn.datasets import load_digits
 
@@ -112,7 +112,7 @@ def _save_classifier(model: Any, path: Path, size: int, preprocess: Callable[[An
 
     spec = tf.TensorSpec([None], tf.string, name="image_bytes")
     with quiet_tf():
-        export_keras_serving(model, path, serve, [spec])
+        save_keras_serving(path, serve, [spec])
 
 
 def _scale_unit(images: Any) -> Any:

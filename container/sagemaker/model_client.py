@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import datetime
-import http.client
 import itertools
 import json
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -15,8 +15,6 @@ from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
 from .handler_context import HandlerError
-
-_RETRYABLE = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine)
 
 
 class ModelServerUnavailable(HandlerError):
@@ -64,15 +62,11 @@ class ModelServerClient:
                 )
             return self._channels[port]
 
-    def _connection(self, port: int, timeout: float) -> http.client.HTTPConnection:
+    def _connection(self, port: int) -> _Connection:
         pool = self._local.__dict__.setdefault("pool", {})
         conn = pool.get(port)
         if conn is None:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-            pool[port] = conn
-        conn.timeout = timeout
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout)
+            conn = pool[port] = _Connection(port)
         return conn
 
     def _drop(self, port: int) -> None:
@@ -84,12 +78,9 @@ class ModelServerClient:
         self, method: str, uri: str, body: bytes | str | None, deadline: float
     ) -> requests.Response:
         """Send to a model server URI; 503/504 HandlerErrors when it is down or too slow."""
-        parsed = requests.utils.urlparse(uri)
-        port = parsed.port or 80
-        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+        port, path = _split_uri(uri)
         if isinstance(body, str):
             body = body.encode()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
         started = time.monotonic()
         for attempt in range(2):
             timeout = deadline - time.monotonic()
@@ -97,24 +88,23 @@ class ModelServerClient:
                 raise ModelServerTimeout(
                     "The request deadline passed before the model server answered"
                 )
-            conn = self._connection(port, timeout)
+            conn = self._connection(port)
+            reused = conn.sock is not None
             try:
-                conn.request(method, path, body, headers)
-                reply = conn.getresponse()
-                content = reply.read()
+                status, reason, headers, content, keep = conn.exchange(method, path, body, timeout)
             except TimeoutError as exc:
                 self._drop(port)
                 raise ModelServerTimeout(
                     "The model server did not answer before the request deadline"
                 ) from exc
-            except (*_RETRYABLE, OSError) as exc:
+            except (OSError, ValueError) as exc:
                 self._drop(port)
-                if attempt == 0 and isinstance(exc, _RETRYABLE):
+                if attempt == 0 and reused:
                     continue  # a kept-alive connection the server had closed: once more
                 raise ModelServerUnavailable(f"The model server is unavailable: {exc}") from exc
-            if reply.will_close:
+            if not keep:
                 self._drop(port)
-            return _response(uri, reply, content, time.monotonic() - started)
+            return _response(uri, status, reason, headers, content, time.monotonic() - started)
         raise ModelServerUnavailable("The model server is unavailable")
 
     def metadata(self, model: str, deadline: float) -> dict:
@@ -130,13 +120,113 @@ class ModelServerClient:
         return self._metadata[model]
 
 
+def _split_uri(uri: str) -> tuple[int, str]:
+    """http://127.0.0.1:PORT/path -> (PORT, /path)."""
+    rest = uri.split("://", 1)[1]
+    hostport, _, path = rest.partition("/")
+    return int(hostport.rpartition(":")[2] or 80), "/" + path
+
+
+class _Connection:
+    """A minimal keep-alive HTTP/1.1 client for the model server (Content-Length or chunked)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sock: socket.socket | None = None
+        self.buffer = b""
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        self.buffer = b""
+
+    def exchange(
+        self, method: str, path: str, body: bytes | None, timeout: float
+    ) -> tuple[int, str, list[tuple[str, str]], bytes, bool]:
+        if self.sock is None:
+            self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(timeout)
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        self.sock.sendall(head.encode("latin-1") + b"\r\n" + (body or b""))
+        header_block = self._read_until(b"\r\n\r\n")
+        lines = header_block.decode("latin-1").split("\r\n")
+        version, status, reason = [*lines[0].split(" ", 2), ""][:3]
+        headers = []
+        length = None
+        chunked = False
+        keep = version == "HTTP/1.1"
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            name, value = name.strip(), value.strip()
+            headers.append((name, value))
+            lower = name.lower()
+            if lower == "content-length":
+                length = int(value)
+            elif lower == "transfer-encoding" and "chunked" in value.lower():
+                chunked = True
+            elif lower == "connection":
+                keep = value.lower() != "close" if keep else value.lower() == "keep-alive"
+        if chunked:
+            content = self._read_chunked()
+        elif length is not None:
+            content = self._read_exactly(length)
+        else:
+            content, keep = self._read_to_close(), False
+        return int(status), reason, headers, content, keep
+
+    def _fill(self) -> None:
+        assert self.sock is not None
+        data = self.sock.recv(262144)
+        if not data:
+            raise ConnectionError("the model server closed the connection")
+        self.buffer += data
+
+    def _read_until(self, marker: bytes) -> bytes:
+        while (index := self.buffer.find(marker)) < 0:
+            self._fill()
+        found, self.buffer = self.buffer[:index], self.buffer[index + len(marker) :]
+        return found
+
+    def _read_exactly(self, count: int) -> bytes:
+        while len(self.buffer) < count:
+            self._fill()
+        found, self.buffer = self.buffer[:count], self.buffer[count:]
+        return found
+
+    def _read_chunked(self) -> bytes:
+        parts = []
+        while True:
+            size = int(self._read_until(b"\r\n").split(b";")[0], 16)
+            if size == 0:
+                self._read_until(b"\r\n")
+                return b"".join(parts)
+            parts.append(self._read_exactly(size))
+            self._read_exactly(2)
+
+    def _read_to_close(self) -> bytes:
+        assert self.sock is not None
+        while data := self.sock.recv(262144):
+            self.buffer += data
+        found, self.buffer = self.buffer, b""
+        return found
+
+
 def _response(
-    uri: str, reply: http.client.HTTPResponse, content: bytes, elapsed: float
+    uri: str,
+    status: int,
+    reason: str,
+    headers: list[tuple[str, str]],
+    content: bytes,
+    elapsed: float,
 ) -> requests.Response:
     response = requests.Response()
-    response.status_code = reply.status
-    response.reason = reply.reason
-    response.headers = CaseInsensitiveDict(reply.getheaders())
+    response.status_code = status
+    response.reason = reason
+    response.headers = CaseInsensitiveDict(headers)
     response._content = content
     response.url = uri
     response.encoding = get_encoding_from_headers(response.headers) or "utf-8"

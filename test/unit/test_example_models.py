@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -264,9 +266,112 @@ def test_cli_list_and_build(tmp_path, capsys):
         "variable_length",
         "conv",
         "slow",
+        "digits",
+        "resnet50",
     ]
     assert cli_main(["string_input", str(tmp_path / "s"), "--version", "7"]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "s")
     assert [p.name for p in (tmp_path / "s").iterdir()] == ["7"]
     with pytest.raises(SystemExit):
         cli_main(["nope", str(tmp_path)])
+
+
+def test_ensure_built_builds_once(tmp_path):
+    dest = em.ensure_built("string_input", tmp_path / "s", version=3)
+    assert dest == tmp_path / "s"
+    pb = dest / "3" / "saved_model.pb"
+    stamp = pb.stat().st_mtime_ns
+    assert em.ensure_built("string_input", dest, version=3) == dest
+    assert pb.stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in dest.iterdir()) == ["3"]
+
+
+# ----- image classifiers: JPEG bytes in, decoded in the graph ----------------------------------
+
+
+@pytest.fixture(scope="session")
+def digits_model(tmp_path_factory) -> Path:
+    """The digits classifier, trained once per test session (test/integration reuses the path)."""
+    return em.ensure_built("digits", tmp_path_factory.getbasetemp() / "shared-models" / "digits")
+
+
+def image_signature(path: Path, classes: int) -> None:
+    sig = describe(path)
+    assert sig["method"] == PREDICT
+    assert {a: v[1:] for a, v in sig["inputs"].items()} == {"image_bytes": ("string", [-1])}
+    assert {a: v[1:] for a, v in sig["outputs"].items()} == {
+        "probabilities": ("float32", [-1, classes]),
+        "classes": ("int64", [-1]),
+    }
+
+
+def test_render_digit_jpeg():
+    from PIL import Image
+
+    pixels = np.zeros((8, 8))
+    pixels[2:6, 3:5] = 16
+    jpeg = em.render_digit_jpeg(pixels)
+    assert jpeg[:2] == b"\xff\xd8" and jpeg == em.render_digit_jpeg(pixels.ravel())
+    image = Image.open(io.BytesIO(jpeg))
+    assert (image.format, image.mode, image.size) == ("JPEG", "RGB", (32, 32))
+    gray = np.asarray(image.convert("L"), np.float64)
+    assert gray[12:20, 14:18].mean() > 200 and gray[:6].mean() < 10
+    assert Image.open(io.BytesIO(em.render_digit_jpeg(pixels, size=64))).size == (64, 64)
+
+
+def test_digits_test_set_is_fixed():
+    test_set = em.digits_test_set()
+    assert len(test_set) == 359  # the last 20 % of load_digits' 1797 images
+    assert test_set == em.digits_test_set()
+    assert {label for _, label in test_set} == set(range(em.DIGITS_CLASSES))
+    assert all(jpeg[:2] == b"\xff\xd8" for jpeg, _ in test_set)
+
+
+@pytest.mark.slow
+def test_digits_classifier_accuracy_through_the_signature(digits_model):
+    path = digits_model / "1"
+    image_signature(path, em.DIGITS_CLASSES)
+    jpegs = np.array([jpeg for jpeg, _ in em.digits_test_set()], object)
+    labels = np.array([label for _, label in em.digits_test_set()])
+    # As the model server runs it (TF1 Session over the MetaGraph) ...
+    out = run(path, {"image_bytes": jpegs})
+    assert out["probabilities"].shape == (len(labels), em.DIGITS_CLASSES)
+    np.testing.assert_allclose(out["probabilities"].sum(axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(out["classes"], out["probabilities"].argmax(axis=1))
+    accuracy = (out["classes"] == labels).mean()
+    assert accuracy >= 0.97, f"held-out accuracy {accuracy:.2%}"
+    # ... and through the TF2 signature, with the same answers.
+    signature = tf.saved_model.load(str(path)).signatures["serving_default"]
+    tf2 = signature(image_bytes=tf.constant(jpegs.tolist()))
+    np.testing.assert_array_equal(tf2["classes"].numpy(), out["classes"])
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    assert size < 5e6
+
+
+@pytest.mark.slow
+def test_resnet50_classifier_on_sample_photos(tmp_path):
+    from PIL import Image
+    from skimage import data
+
+    started = time.monotonic()
+    path = em.resnet50_classifier(tmp_path / "resnet50") / "1"
+    build_seconds = time.monotonic() - started
+    assert build_seconds < 60, f"resnet50 took {build_seconds:.0f} s to build"
+    image_signature(path, em.RESNET50_CLASSES)
+    size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    assert 90e6 < size < 120e6  # 25.6 M float32 weights, each saved once
+
+    def jpeg(pixels: np.ndarray) -> bytes:
+        out = io.BytesIO()
+        Image.fromarray(pixels).save(out, format="JPEG", quality=90)
+        return out.getvalue()
+
+    # Photos of different sizes, one grayscale, in one batch: each is decoded to RGB and resized
+    # in the graph.
+    photos = np.array([jpeg(data.astronaut()), jpeg(data.camera()), jpeg(data.coffee())], object)
+    out = run(path, {"image_bytes": photos})
+    assert out["probabilities"].shape == (3, em.RESNET50_CLASSES)
+    assert np.isfinite(out["probabilities"]).all()
+    np.testing.assert_allclose(out["probabilities"].sum(axis=1), 1.0, rtol=1e-4)
+    assert out["classes"].dtype == np.int64
+    np.testing.assert_array_equal(out["classes"], out["probabilities"].argmax(axis=1))
