@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import time
-from collections.abc import Callable, Sequence
 
 
 def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
@@ -23,20 +21,3 @@ def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
         return False
     finally:
         conn.close()
-
-
-def wait_until_available(
-    rest_port: int,
-    models: Sequence[str],
-    deadline: float,
-    alive: Callable[[], bool],
-    interval: float = 0.25,
-) -> bool:
-    """Poll until every model is AVAILABLE; False at the deadline or if the process died."""
-    while time.monotonic() < deadline:
-        if not alive():
-            return False
-        if all(model_available(rest_port, m) for m in models):
-            return True
-        time.sleep(interval)
-    return False

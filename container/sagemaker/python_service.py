@@ -36,7 +36,6 @@ class ServiceConfig:
     rest_ports: list[int]
     grpc_ports: list[int]
     request_timeout_seconds: float
-    handler_threads: int = 16
     python_paths: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:

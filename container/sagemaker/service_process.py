@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -62,7 +61,6 @@ def service_process(
         grpc_ports=[grpc for grpc, _ in ports],
         # answer (504) a little before nginx gives up on the request
         request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
-        handler_threads=max(16, settings.gunicorn_threads * 2),
         python_paths=python_paths,
     )
     config_path = run_dir / "service.json"
@@ -97,7 +95,3 @@ def service_process(
     return ServiceProcess(
         Child("python-service", argv, child_env), socket_path, socket_dir, user_code
     )
-
-
-def service_ready(socket_path: str) -> bool:
-    return os.path.exists(socket_path)
