@@ -72,7 +72,8 @@ def free_port_range(count: int) -> tuple[int, int]:
     import socket
 
     for _ in range(200):
-        low = random.randrange(20000, 60000 - count)
+        # below the kernel's ephemeral range (32768+), so no client socket can take them
+        low = random.randrange(20000, 32000 - count)
         sockets = []
         try:
             for port in range(low, low + count):
@@ -157,7 +158,9 @@ def serve_stack(
     model_dir: Path, tmp: Path, env: dict[str, str] | None = None, instances: int = 1
 ) -> Iterator[ServeProcess]:
     """The whole stack for the duration of the block, healthy on entry, always stopped."""
-    (port, _), (low, high) = free_port_range(1), free_port_range(2 * instances + 2)
+    # one free block: the front port first, then the model servers' range (no overlap)
+    port, high = free_port_range(2 * instances + 3)
+    low = port + 1
     settings = {
         "SAGEMAKER_BIND_TO_PORT": str(port),
         "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",

@@ -11,7 +11,8 @@ from conftest import SERVE, free_port_range
 
 
 def run_serve(model_dir: Path, tmp: Path, env: dict[str, str], timeout: float = 120):
-    (port, _), (low, high) = free_port_range(1), free_port_range(4)
+    port, high = free_port_range(5)
+    low = port + 1
     settings = {
         "SAGEMAKER_BIND_TO_PORT": str(port),
         "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
