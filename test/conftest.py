@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from tfs_model_server.process import ModelServerProcess
+from tfs_model_server.process import ModelServerProcess, terminate
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -139,18 +139,9 @@ class ServeProcess:
         return False
 
     def stop(self, timeout: float = 40) -> int | None:
-        import signal
-        import subprocess
-
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        code = terminate(self.proc, timeout)
         self._log.close()
-        return self.proc.returncode
+        return code
 
 
 @contextlib.contextmanager

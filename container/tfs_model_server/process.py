@@ -102,14 +102,17 @@ class ModelServerProcess:
 
     def stop(self, timeout: float = 15) -> int | None:
         """SIGTERM, then SIGKILL after timeout; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.proc.wait(5)
-        return self.proc.returncode
+        return None if self.proc is None else terminate(self.proc, timeout)
+
+
+def terminate(proc: subprocess.Popen, timeout: float) -> int | None:
+    """SIGTERM, then SIGKILL after timeout seconds; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+    return proc.returncode

@@ -106,22 +106,9 @@ class _ReferenceWriter:
         return "".join(self.out)
 
 
-def _reference_decimal(value: float, float32: bool) -> str:
-    """WriteDecimal(): absl::StrCat (%g), %.9g / %.17g when it does not round-trip."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "-Infinity" if value < 0 else "Infinity"
-    text = format(value, "g")
-    back = float(text)
-    if (F32(back) != F32(value)) if float32 else (back != value):
-        text = format(value, ".9g" if float32 else ".17g")
-    return text if "." in text or "e" in text else text + ".0"
-
-
 def _reference_value(writer: _ReferenceWriter, value, dtype, as_b64: bool) -> None:
     if dtype in (np.float32, np.float64):
-        writer.value(_reference_decimal(float(value), dtype == np.float32))
+        writer.value(json_codec._decimal(float(value), dtype == np.float32))
     elif dtype == np.bool_:
         writer.value("true" if value else "false")
     elif dtype.kind == "O":
@@ -715,7 +702,7 @@ _EDGE_FLOATS = np.array(
 )
 def test_float32_vectorised_matches_per_value(values):
     with np.errstate(invalid="ignore"):
-        expected = [_reference_decimal(v, True) for v in values.astype(np.float64).tolist()]
+        expected = [json_codec._decimal(v, True) for v in values.astype(np.float64).tolist()]
     assert json_codec._float32_text(values, 1, "") == expected
 
 
@@ -731,7 +718,7 @@ def test_float32_vectorised_matches_per_value(values):
     ids=["normal", "bit-patterns", "thousandths", "integers", "powers"],
 )
 def test_float64_vectorised_matches_per_value(values):
-    expected = [_reference_decimal(v, False) for v in values.tolist()]
+    expected = [json_codec._decimal(v, False) for v in values.tolist()]
     assert json_codec._float64_tokens(values) == expected
 
 
@@ -740,7 +727,7 @@ def test_float64_vectorised_matches_per_value(values):
 def test_float32_any_bit_pattern(bit_patterns):
     values = np.array(bit_patterns, dtype=np.uint32).view(F32)
     with np.errstate(invalid="ignore"):
-        expected = [_reference_decimal(v, True) for v in values.astype(np.float64).tolist()]
+        expected = [json_codec._decimal(v, True) for v in values.astype(np.float64).tolist()]
     assert json_codec._float32_text(values, len(values), ", ") == [", ".join(expected)]
 
 
