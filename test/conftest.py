@@ -46,6 +46,14 @@ def model_server(
 
 
 @pytest.fixture(scope="session")
+def digits_model(tmp_path_factory) -> Path:
+    """The digits classifier (example_models), trained once per test session."""
+    import example_models as em
+
+    return em.ensure_built("digits", tmp_path_factory.getbasetemp() / "shared-models" / "digits")
+
+
+@pytest.fixture(scope="session")
 def model_root(tmp_path_factory) -> Path:
     """Real SavedModels built once per session with example_models."""
     import example_models as em

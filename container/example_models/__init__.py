@@ -22,7 +22,7 @@ from .keras_model import KERAS_INPUT_WIDTH, KERAS_OUTPUT_WIDTH, keras_export
 from .multi_io import multi_io
 from .registry import MODELS, ensure_built
 from .slow import SLOW_MODEL_EXAMPLE_INPUTS, SLOW_MODEL_ITERATIONS, slow_model
-from .string_input import string_input
+from .string_input import example_input, string_input
 from .variable_length import variable_length
 from .warmup import WARMUP_DIR, WARMUP_FILENAME, predict_log, write_warmup_requests
 
@@ -45,6 +45,7 @@ __all__ = [
     "digits_classifier",
     "digits_test_set",
     "ensure_built",
+    "example_input",
     "half_plus_three_tf1",
     "half_plus_two_tf1",
     "half_plus_two_tf2",

@@ -14,7 +14,7 @@ from .image_classifier import digits_classifier, resnet50_classifier
 from .keras_model import keras_export
 from .multi_io import multi_io
 from .slow import slow_model
-from .string_input import string_input
+from .string_input import example_input, string_input
 from .variable_length import variable_length
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
@@ -63,6 +63,9 @@ MODELS: dict[str, ExampleModel] = {
             "multi_io", "inputs a, b; outputs sum, b_doubled, label_bytes", _versioned(multi_io)
         ),
         ExampleModel("string_input", "text -> length", _versioned(string_input)),
+        ExampleModel(
+            "example_input", "serialized tf.Example (x) -> y = 0.5x + 2", _versioned(example_input)
+        ),
         ExampleModel(
             "variable_length", "x [None, None] -> total (row sums)", _versioned(variable_length)
         ),

@@ -9,12 +9,14 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import requests
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
 from .handler_context import HandlerError
+from .tfs_wire import PREDICT_METHOD
 
 
 class ModelServerUnavailable(HandlerError):
@@ -38,6 +40,7 @@ class ModelServerClient:
         self._channels: dict[int, object] = {}
         self._channels_lock = threading.Lock()
         self._metadata: dict[str, dict] = {}
+        self._predict_calls: dict[int, Any] = {}
 
     def pick(self) -> int:
         """An instance index, round robin."""
@@ -46,7 +49,7 @@ class ModelServerClient:
     def rest_uri(self, index: int, path: str) -> str:
         return f"http://127.0.0.1:{self.rest_ports[index]}{path}"
 
-    def channel(self, index: int):
+    def channel(self, index: int) -> Any:
         """A shared gRPC channel to instance `index` (created on first use, in this process)."""
         port = self.grpc_ports[index]
         with self._channels_lock:
@@ -61,6 +64,22 @@ class ModelServerClient:
                     ],
                 )
             return self._channels[port]
+
+    def predict(self, index: int, request: bytes, deadline: float) -> bytes:
+        """gRPC Predict on instance `index` with a serialized PredictRequest; the serialized
+        PredictResponse. Failures raise HandlerError with TF Serving's REST status and text."""
+        import grpc
+
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise ModelServerTimeout("The request deadline passed before the model server answered")
+        call = self._predict_calls.get(index)
+        if call is None:
+            call = self._predict_calls[index] = self.channel(index).unary_unary(PREDICT_METHOD)
+        try:
+            return call(request, timeout=timeout, wait_for_ready=False)
+        except grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
 
     def _connection(self, port: int) -> _Connection:
         pool = self._local.__dict__.setdefault("pool", {})
@@ -239,3 +258,33 @@ def _error_text(reply: requests.Response) -> str:
         return str(json.loads(reply.content)["error"])
     except (ValueError, KeyError, TypeError):
         return reply.text
+
+
+# gRPC status code name -> the HTTP status TF Serving's REST API answers for it
+_HTTP_STATUS = {
+    "CANCELLED": 499,
+    "INVALID_ARGUMENT": 400,
+    "DEADLINE_EXCEEDED": 504,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 400,
+    "ABORTED": 409,
+    "OUT_OF_RANGE": 400,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "UNAUTHENTICATED": 401,
+}
+
+
+def _grpc_error(exc: Any) -> HandlerError:
+    code = exc.code()
+    name = code.name if code is not None else "UNKNOWN"
+    status = _HTTP_STATUS.get(name, 500)
+    details = exc.details() or name
+    if name == "UNAVAILABLE":
+        return ModelServerUnavailable(f"The model server is unavailable: {details}")
+    if name == "DEADLINE_EXCEEDED":
+        return ModelServerTimeout("The model server did not answer before the request deadline")
+    return HandlerError(details, status)

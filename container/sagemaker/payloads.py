@@ -30,11 +30,13 @@ __all__ = [
     "ModelRequest",
     "PayloadError",
     "decode_request",
+    "encode_document",
     "encode_response",
     "frame_tfrecord",
     "media_type",
     "prediction_rows",
     "signature_inputs",
+    "signature_outputs",
     "split_tfrecords",
 ]
 
@@ -172,6 +174,17 @@ def signature_inputs(
 
     InputSpec.name is the alias (the key requests use), not the graph tensor name.
     """
+    return _signature_tensors(metadata, signature_name, "inputs")
+
+
+def signature_outputs(
+    metadata: dict, signature_name: str = "serving_default"
+) -> dict[str, InputSpec]:
+    """Outputs of one signature, by alias (the names TF Serving responses use)."""
+    return _signature_tensors(metadata, signature_name, "outputs")
+
+
+def _signature_tensors(metadata: dict, signature_name: str, side: str) -> dict[str, InputSpec]:
     try:
         signatures = metadata["metadata"]["signature_def"]["signature_def"]
     except (KeyError, TypeError) as err:
@@ -184,7 +197,7 @@ def signature_inputs(
             f"(available: {available})",
         )
     specs: dict[str, InputSpec] = {}
-    for alias, info in (signatures[signature_name].get("inputs") or {}).items():
+    for alias, info in (signatures[signature_name].get(side) or {}).items():
         shape_info = info.get("tensor_shape")
         shape: tuple[int, ...] | None
         if shape_info is None or shape_info.get("unknown_rank"):
@@ -444,7 +457,7 @@ def _b64_tree(value: Any) -> Any:
     return {"b64": base64.b64encode(value).decode("ascii")}
 
 
-def _npy_target(array: Any, inputs: Mapping[str, InputSpec]) -> str:
+def npy_target(array: Any, inputs: Mapping[str, InputSpec]) -> str:
     """The input a lone array feeds in a multi-input signature: the best dtype/rank match."""
 
     def score(spec: InputSpec) -> tuple[int, int]:
@@ -486,7 +499,7 @@ def _decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelReq
         return ModelRequest(
             _wrap("instances", encoded if array.ndim else b"[" + encoded + b"]"), records
         )
-    name = _npy_target(array, inputs)
+    name = npy_target(array, inputs)
     return ModelRequest(_wrap("inputs", b"{" + _key(name) + b":" + encoded + b"}"), records)
 
 
@@ -758,6 +771,18 @@ def encode_response(
     del records  # the caller compares len(prediction_rows(...)) with it if it cares
     chosen = _negotiate(accept)
     doc, key, nonfinite = _response_doc(tfs_body)
+    return _encode_document(doc, key, nonfinite, chosen)
+
+
+def encode_document(doc: dict, nonfinite: bool, accept: str | None) -> tuple[bytes, str]:
+    """encode_response for a response already parsed (e.g. built from gRPC tensors)."""
+    key = next((key for key in RESPONSE_KEYS if key in doc), None)
+    if key is None:
+        raise ValueError("not a TF Serving response: no 'predictions', 'outputs' or 'results' key")
+    return _encode_document(doc, key, nonfinite, _negotiate(accept))
+
+
+def _encode_document(doc: dict, key: str, nonfinite: bool, chosen: str) -> tuple[bytes, str]:
     if chosen == JSON:
         return _dumps({key: doc[key]}, nonfinite) + b"\n", chosen
     rows = prediction_rows(doc)

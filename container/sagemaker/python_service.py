@@ -17,11 +17,12 @@ from typing import Any
 import falcon
 import orjson
 
-from . import payloads
+from . import payloads, tensor_payloads, tfs_wire
 from .handler_context import Context, HandlerError
 from .model_client import ModelServerClient
 from .routing import Route, parse_route
 from .service_metrics import ServiceMetrics
+from .tensor_payloads import TensorRequest
 from .user_code import Handlers, load_handlers
 
 log = logging.getLogger("sagemaker_serving.service")
@@ -141,15 +142,43 @@ class Invocations:
             return self._result(result, context)
         with self.metrics.stage("input_handler"):
             if handlers.input_handler is not None:
-                request_body, records = handlers.input_handler(data, context), None
+                request: Any = handlers.input_handler(data, context)
             else:
-                request_body, records = self._default_input(data, context)
+                request = self._default_input(data, context)
         with self.metrics.stage("model_server"):
-            response = self.client.request("POST", context.rest_uri, request_body, context.deadline)
+            if isinstance(request, TensorRequest):
+                outputs = self._tensor_predict(request, context)
+            else:
+                body = request.body if isinstance(request, payloads.ModelRequest) else request
+                response = self.client.request("POST", context.rest_uri, body, context.deadline)
         with self.metrics.stage("output_handler"):
+            if isinstance(request, TensorRequest):
+                return self._tensor_output(outputs, context)
             if handlers.output_handler is not None:
                 return self._result(handlers.output_handler(response, context), context)
-            return self._default_output(response, context, records)
+            return self._default_output(response, context)
+
+    def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
+        """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
+        version = int(context.model_version) if context.model_version else None
+        if version is not None and version >= 2**63:
+            raise HandlerError(f"tfs-model-version {version} is out of range", 400)
+        wire = tfs_wire.predict_request(
+            context.model_name or context.default_model_name, version, None, request.inputs
+        )
+        index = self.client.grpc_ports.index(context.grpc_port)
+        return tfs_wire.predict_outputs(self.client.predict(index, wire, context.deadline))
+
+    def _tensor_output(self, outputs: dict, context: Context) -> tuple[bytes, str]:
+        document = tensor_payloads.response_document(outputs)
+        if document is None:
+            raise HandlerError(
+                "The model's outputs have different batch sizes (or none), so they cannot be "
+                "returned one row per instance",
+                400,
+            )
+        doc, nonfinite = document
+        return payloads.encode_document(doc, nonfinite, context.accept_header)
 
     def _result(self, result: Any, context: Context) -> tuple[bytes, str]:
         if isinstance(result, tuple) and len(result) == 2:
@@ -158,28 +187,32 @@ class Invocations:
             body, content_type = result, None
         return _as_body(body), content_type or _concrete_type(context.accept_header)
 
-    def _default_input(self, data: Any, context: Context) -> tuple[bytes, int | None]:
+    def _default_input(self, data: Any, context: Context) -> payloads.ModelRequest | TensorRequest:
         body = data.read()
         media = payloads.media_type(context.request_content_type)
+        method = context.method or "predict"
         inputs = None
         if media not in ("application/json", "application/jsonlines", "text/csv"):
             model = context.model_name or context.default_model_name
             metadata = self.client.metadata(model, context.deadline)
             inputs = payloads.signature_inputs(metadata)
-        request = payloads.decode_request(
-            body, context.request_content_type, inputs, context.method or "predict"
-        )
+            outputs = payloads.signature_outputs(metadata)
+            tensors = tensor_payloads.tensor_request(body, media, inputs, outputs, method)
+            if tensors is not None:
+                self.metrics.records(tensors.records)
+                return tensors
+        request = payloads.decode_request(body, context.request_content_type, inputs, method)
         self.metrics.records(request.records)
-        return request.body, request.records
+        return request
 
-    def _default_output(self, response: Any, context: Context, records: int | None):
+    def _default_output(self, response: Any, context: Context) -> tuple[bytes, str]:
         if response.status_code != 200:
             try:
                 message = json.loads(response.content)["error"]
             except (ValueError, KeyError, TypeError):
                 message = response.text
             raise HandlerError(str(message), response.status_code)
-        return payloads.encode_response(response.content, context.accept_header, records)
+        return payloads.encode_response(response.content, context.accept_header)
 
 
 class Ping:

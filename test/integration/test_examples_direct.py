@@ -44,12 +44,6 @@ def load_handlers(example: str) -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="session")
-def digits_model(tmp_path_factory) -> Path:
-    """The digits classifier, trained once per test session (shared with test/unit)."""
-    return em.ensure_built("digits", tmp_path_factory.getbasetemp() / "shared-models" / "digits")
-
-
 @pytest.fixture(scope="module")
 def server(digits_model, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("examples_direct")

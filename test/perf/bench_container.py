@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -63,21 +65,32 @@ class Failures:
                 self.samples.append(message)
 
 
-def rest_worker(port: int, path: str, body: bytes, failures: Failures):
+def rest_worker(
+    port: int,
+    path: str,
+    body: bytes | Sequence[bytes],
+    failures: Failures,
+    content_type: str = "application/json",
+):
     """One keep-alive HTTPConnection per thread; a non-200 reply raises (run_load counts it).
 
+    `body` is one body, or several sent in turn (each thread starts at a different one).
     Warmup failures are recorded but not raised: run_load's warmup is outside its try, and a
     thread dying there would leave its start barrier waiting forever.
     """
+    bodies = [body] if isinstance(body, bytes) else list(body)
+    threads = itertools.count()
 
     def factory():
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         calls = [0]
+        offset = next(threads) * 7
 
         def send() -> None:
             calls[0] += 1
             try:
-                conn.request("POST", path, body, {"Content-Type": "application/json"})
+                payload = bodies[(offset + calls[0]) % len(bodies)]
+                conn.request("POST", path, payload, {"Content-Type": content_type})
                 reply = conn.getresponse()
                 data = reply.read()
                 if reply.status != 200:

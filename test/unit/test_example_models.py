@@ -263,6 +263,7 @@ def test_cli_list_and_build(tmp_path, capsys):
         "keras",
         "multi_io",
         "string_input",
+        "example_input",
         "variable_length",
         "conv",
         "slow",
@@ -287,12 +288,6 @@ def test_ensure_built_builds_once(tmp_path):
 
 
 # ----- image classifiers: JPEG bytes in, decoded in the graph ----------------------------------
-
-
-@pytest.fixture(scope="session")
-def digits_model(tmp_path_factory) -> Path:
-    """The digits classifier, trained once per test session (test/integration reuses the path)."""
-    return em.ensure_built("digits", tmp_path_factory.getbasetemp() / "shared-models" / "digits")
 
 
 def image_signature(path: Path, classes: int) -> None:

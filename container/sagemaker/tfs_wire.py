@@ -1,0 +1,240 @@
+"""PredictRequest/PredictResponse on the wire, without importing TensorFlow.
+
+TF Serving's generated protobuf modules import the `tensorflow` package (seconds and hundreds
+of MB per gunicorn worker). Protobuf's wire format carries field numbers, not package names,
+so a message with the same field numbers and types is the same bytes. This module declares
+that subset (PredictRequest, PredictResponse, ModelSpec, TensorProto, TensorShapeProto) in a
+private descriptor pool, and converts numpy arrays to and from TensorProto. A unit test
+checks every field against TensorFlow's own descriptors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
+
+_F = descriptor_pb2.FieldDescriptorProto
+_OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+_PACKAGE = "sagemaker_serving.wire"
+
+# message -> [(field, number, type, label, message type)]
+_MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
+    "Int64Value": [("value", 1, _F.TYPE_INT64, _OPTIONAL, None)],
+    "Dim": [
+        ("size", 1, _F.TYPE_INT64, _OPTIONAL, None),
+        ("name", 2, _F.TYPE_STRING, _OPTIONAL, None),
+    ],
+    "TensorShapeProto": [
+        ("dim", 2, _F.TYPE_MESSAGE, _REPEATED, "Dim"),
+        ("unknown_rank", 3, _F.TYPE_BOOL, _OPTIONAL, None),
+    ],
+    "TensorProto": [
+        ("dtype", 1, _F.TYPE_INT32, _OPTIONAL, None),  # enum DataType: a varint on the wire
+        ("tensor_shape", 2, _F.TYPE_MESSAGE, _OPTIONAL, "TensorShapeProto"),
+        ("version_number", 3, _F.TYPE_INT32, _OPTIONAL, None),
+        ("tensor_content", 4, _F.TYPE_BYTES, _OPTIONAL, None),
+        ("float_val", 5, _F.TYPE_FLOAT, _REPEATED, None),
+        ("double_val", 6, _F.TYPE_DOUBLE, _REPEATED, None),
+        ("int_val", 7, _F.TYPE_INT32, _REPEATED, None),
+        ("string_val", 8, _F.TYPE_BYTES, _REPEATED, None),
+        ("scomplex_val", 9, _F.TYPE_FLOAT, _REPEATED, None),
+        ("int64_val", 10, _F.TYPE_INT64, _REPEATED, None),
+        ("bool_val", 11, _F.TYPE_BOOL, _REPEATED, None),
+        ("dcomplex_val", 12, _F.TYPE_DOUBLE, _REPEATED, None),
+        ("half_val", 13, _F.TYPE_INT32, _REPEATED, None),
+        ("uint32_val", 16, _F.TYPE_UINT32, _REPEATED, None),
+        ("uint64_val", 17, _F.TYPE_UINT64, _REPEATED, None),
+    ],
+    "ModelSpec": [
+        ("name", 1, _F.TYPE_STRING, _OPTIONAL, None),
+        ("version", 2, _F.TYPE_MESSAGE, _OPTIONAL, "Int64Value"),
+        ("signature_name", 3, _F.TYPE_STRING, _OPTIONAL, None),
+        ("version_label", 4, _F.TYPE_STRING, _OPTIONAL, None),
+    ],
+    "PredictRequest": [
+        ("model_spec", 1, _F.TYPE_MESSAGE, _OPTIONAL, "ModelSpec"),
+        ("inputs", 2, _F.TYPE_MESSAGE, _REPEATED, "PredictRequest.InputsEntry"),
+        ("output_filter", 3, _F.TYPE_STRING, _REPEATED, None),
+    ],
+    "PredictResponse": [
+        ("outputs", 1, _F.TYPE_MESSAGE, _REPEATED, "PredictResponse.OutputsEntry"),
+        ("model_spec", 2, _F.TYPE_MESSAGE, _OPTIONAL, "ModelSpec"),
+    ],
+}
+_MAPS = {"PredictRequest": "InputsEntry", "PredictResponse": "OutputsEntry"}
+
+
+def _add_fields(message: descriptor_pb2.DescriptorProto, fields) -> None:
+    for name, number, kind, label, type_name in fields:
+        field = message.field.add(name=name, number=number, type=kind, label=label)
+        if type_name is not None:
+            field.type_name = f".{_PACKAGE}.{type_name}"
+
+
+def _build_pool() -> descriptor_pool.DescriptorPool:
+    file = descriptor_pb2.FileDescriptorProto(
+        name="sagemaker_serving/tfs_wire.proto", package=_PACKAGE, syntax="proto3"
+    )
+    for name, fields in _MESSAGES.items():
+        message = file.message_type.add(name=name)
+        _add_fields(message, fields)
+        if name in _MAPS:  # map<string, TensorProto>
+            entry = message.nested_type.add(name=_MAPS[name])
+            entry.options.map_entry = True
+            _add_fields(
+                entry,
+                [
+                    ("key", 1, _F.TYPE_STRING, _OPTIONAL, None),
+                    ("value", 2, _F.TYPE_MESSAGE, _OPTIONAL, "TensorProto"),
+                ],
+            )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return pool
+
+
+_POOL = _build_pool()
+
+
+def _message_class(name: str) -> Any:
+    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+
+
+PredictRequest = _message_class("PredictRequest")
+PredictResponse = _message_class("PredictResponse")
+TensorProto = _message_class("TensorProto")
+
+# DataType enum values (tensorflow/core/framework/types.proto) <-> numpy
+DT_STRING = 7
+_DTYPES: dict[int, Any] = {
+    1: np.float32,
+    2: np.float64,
+    3: np.int32,
+    4: np.uint8,
+    5: np.int16,
+    6: np.int8,
+    9: np.int64,
+    10: np.bool_,
+    17: np.uint16,
+    19: np.float16,
+    22: np.uint32,
+    23: np.uint64,
+}
+DTYPE_NAMES: dict[str, int] = {
+    "DT_FLOAT": 1,
+    "DT_DOUBLE": 2,
+    "DT_INT32": 3,
+    "DT_UINT8": 4,
+    "DT_INT16": 5,
+    "DT_INT8": 6,
+    "DT_STRING": 7,
+    "DT_INT64": 9,
+    "DT_BOOL": 10,
+    "DT_UINT16": 17,
+    "DT_HALF": 19,
+    "DT_UINT32": 22,
+    "DT_UINT64": 23,
+}
+_ENUMS = {np.dtype(kind): enum for enum, kind in _DTYPES.items()}
+# the repeated field holding each dtype's values when tensor_content is empty
+_VALUE_FIELDS = {
+    1: "float_val",
+    2: "double_val",
+    3: "int_val",
+    4: "int_val",
+    5: "int_val",
+    6: "int_val",
+    9: "int64_val",
+    10: "bool_val",
+    17: "int_val",
+    19: "half_val",
+    22: "uint32_val",
+    23: "uint64_val",
+}
+
+
+class UnsupportedTensor(ValueError):
+    """A dtype this module does not convert (complex, resource, variant, bfloat16 ...)."""
+
+
+def numpy_dtype(enum: int) -> Any:
+    """The numpy dtype of a DataType enum value (object for DT_STRING)."""
+    if enum == DT_STRING:
+        return np.object_
+    if enum not in _DTYPES:
+        raise UnsupportedTensor(f"DataType {enum} is not supported here")
+    return _DTYPES[enum]
+
+
+def tensor_proto(array: np.ndarray, out: Any) -> None:
+    """Fill TensorProto `out` from `array` (numbers as tensor_content; bytes as string_val)."""
+    for size in array.shape:
+        out.tensor_shape.dim.add(size=size)
+    if array.dtype.kind in "OSU":
+        out.dtype = DT_STRING
+        out.string_val.extend(
+            item.encode() if isinstance(item, str) else bytes(item) for item in array.flat
+        )
+        return
+    enum = _ENUMS.get(array.dtype.newbyteorder("="))
+    if enum is None:
+        raise UnsupportedTensor(f"numpy dtype {array.dtype} has no TensorFlow DataType here")
+    out.dtype = enum
+    out.tensor_content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+
+
+def to_numpy(proto: Any) -> np.ndarray:
+    """A TensorProto as a numpy array (DT_STRING: an object array of bytes)."""
+    shape = tuple(dim.size for dim in proto.tensor_shape.dim)
+    count = int(np.prod(shape, dtype=np.int64))
+    if proto.dtype == DT_STRING:
+        values = np.empty(len(proto.string_val), dtype=object)
+        values[:] = list(proto.string_val)
+        return _filled(values, shape, count)
+    kind = np.dtype(numpy_dtype(proto.dtype))
+    if proto.tensor_content:
+        return np.frombuffer(proto.tensor_content, dtype=kind.newbyteorder("<")).reshape(shape)
+    field = getattr(proto, _VALUE_FIELDS[proto.dtype])
+    if proto.dtype == 19:  # half_val holds the float16 bit patterns
+        values = np.array(field, dtype=np.uint16).view(np.float16)
+    else:
+        values = np.array(field, dtype=kind)
+    return _filled(values, shape, count)
+
+
+def _filled(values: np.ndarray, shape: tuple[int, ...], count: int) -> np.ndarray:
+    """TensorFlow's rule: fewer values than elements repeat the last one."""
+    if values.size == count:
+        return values.reshape(shape)
+    if values.size == 0 or values.size > count:
+        raise UnsupportedTensor(f"TensorProto holds {values.size} values for shape {shape}")
+    return np.concatenate([values, np.repeat(values[-1:], count - values.size)]).reshape(shape)
+
+
+def predict_request(
+    model: str,
+    version: int | None,
+    signature: str | None,
+    inputs: Mapping[str, np.ndarray],
+) -> bytes:
+    """A serialized PredictRequest."""
+    request = PredictRequest()
+    request.model_spec.name = model
+    if version is not None:
+        request.model_spec.version.value = version
+    if signature:
+        request.model_spec.signature_name = signature
+    for name, array in inputs.items():
+        tensor_proto(array, request.inputs[name])
+    return request.SerializeToString()
+
+
+def predict_outputs(data: bytes) -> dict[str, np.ndarray]:
+    """The outputs of a serialized PredictResponse, by name."""
+    response = PredictResponse.FromString(data)
+    return {name: to_numpy(proto) for name, proto in response.outputs.items()}
