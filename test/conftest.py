@@ -173,3 +173,105 @@ def serve_stack(
         yield server
     finally:
         server.stop()
+
+
+# ----- the same stack in a Docker container: --docker-image IMAGE ------------------------------
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--docker-image",
+        default=None,
+        help="run the container tests against this image (needs a reachable Docker engine)",
+    )
+
+
+def docker_client():
+    """A client of a reachable Docker engine, or None (no SDK, no daemon)."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        client.ping()
+        return client
+    except Exception:
+        return None
+
+
+@pytest.fixture(scope="session")
+def docker_image(request) -> str:
+    """The --docker-image option; the test skips without it or without an engine."""
+    image = request.config.getoption("--docker-image")
+    if not image:
+        pytest.skip("no --docker-image given")
+    if docker_client() is None:
+        pytest.skip(f"--docker-image {image}: no Docker engine is reachable")
+    return image
+
+
+class DockerServe:
+    """`docker run IMAGE serve` on a model dir at /opt/ml/model; `url` is its port 8080."""
+
+    def __init__(self, image: str, model_dir: Path, env: dict[str, str] | None = None):
+        client = docker_client()
+        if client is None:
+            raise RuntimeError("no Docker engine is reachable")
+        # the image runs as a non-root user: the models must be readable by everyone
+        for path in [model_dir, *model_dir.rglob("*")]:
+            path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))
+        port, _ = free_port_range(1)
+        self.url = f"http://127.0.0.1:{port}"
+        self.exit_code: int | None = None
+        self.container = client.containers.run(
+            image,
+            ["serve"],
+            detach=True,
+            environment=env or {},
+            ports={"8080/tcp": ("127.0.0.1", port)},
+            volumes={str(model_dir): {"bind": "/opt/ml/model", "mode": "ro"}},
+        )
+
+    def logs(self) -> str:
+        return self.container.logs().decode(errors="replace")
+
+    def wait_healthy(self, timeout: float = 300) -> bool:
+        import time
+
+        import requests
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.container.reload()
+            if self.container.status not in ("created", "running"):
+                return False
+            try:
+                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
+                    return True
+            except requests.RequestException:
+                pass
+            time.sleep(0.5)
+        return False
+
+    def stop(self, timeout: int = 30) -> int:
+        """SIGTERM, SIGKILL after `timeout` s (as SageMaker); the exit code. Removes it."""
+        if self.exit_code is None:
+            try:
+                self.container.stop(timeout=timeout)
+                self.exit_code = int(self.container.wait(timeout=timeout + 10)["StatusCode"])
+            finally:
+                self.container.remove(force=True)
+        return self.exit_code
+
+
+@contextlib.contextmanager
+def docker_serve(
+    image: str, model_dir: Path, env: dict[str, str] | None = None
+) -> Iterator[DockerServe]:
+    """A healthy container for the duration of the block, always removed."""
+    server = DockerServe(image, model_dir, env)
+    try:
+        if not server.wait_healthy():
+            raise RuntimeError(f"container did not become healthy:\n{server.logs()[-5000:]}")
+        yield server
+    finally:
+        server.stop()
