@@ -41,7 +41,7 @@ setup(
     name="sagemaker-tfs-container",
     version="0.1.0",
     description="SageMaker-compatible TensorFlow Serving container, runnable natively.",
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     package_dir={
         "tfs_model_server": "container/tfs_model_server",
         "sagemaker_serving": "container/sagemaker",

@@ -23,6 +23,9 @@ from typing import Any
 
 import crc32c
 import orjson
+from google.protobuf.message import DecodeError
+
+from .tfs_wire import DTYPE_ENUM_NAMES, Example  # TF's protos' wire subset: no TensorFlow
 
 __all__ = [
     "BUILTIN_TYPES",
@@ -161,9 +164,7 @@ def _dim(value: Any) -> int:
 
 def _dtype_name(value: Any) -> str:
     if isinstance(value, int):
-        from tensorflow.core.framework import types_pb2  # slow first import (loads tensorflow)
-
-        return types_pb2.DataType.Name(value)
+        return DTYPE_ENUM_NAMES.get(value, f"DataType {value}")
     return str(value) if value else "DT_INVALID"
 
 
@@ -554,13 +555,10 @@ def split_tfrecords(body: bytes) -> list[bytes] | None:
 
 
 def _parse_examples(records: list[bytes]) -> list[Any]:
-    from google.protobuf.message import DecodeError
-    from tensorflow.core.example import example_pb2  # slow first import (loads tensorflow)
-
     examples = []
     for index, record in enumerate(records):
         try:
-            examples.append(example_pb2.Example.FromString(record))
+            examples.append(Example.FromString(record))
         except DecodeError as err:
             raise PayloadError(
                 400, f"Record {index} is not a serialized tf.train.Example: {err}"

@@ -1,10 +1,11 @@
-"""PredictRequest/PredictResponse on the wire, without importing TensorFlow.
+"""PredictRequest/PredictResponse and tf.train.Example on the wire, without TensorFlow.
 
 TF Serving's generated protobuf modules import the `tensorflow` package (seconds and hundreds
 of MB per gunicorn worker). Protobuf's wire format carries field numbers, not package names,
 so a message with the same field numbers and types is the same bytes. This module declares
 that subset (PredictRequest, PredictResponse, ModelSpec, TensorProto, TensorShapeProto) in a
-private descriptor pool, and converts numpy arrays to and from TensorProto. A unit test
+private descriptor pool (plus tf.train.Example, for the x-tfexample format), and converts
+numpy arrays to and from TensorProto. A unit test
 checks every field against TensorFlow's own descriptors.
 """
 
@@ -22,8 +23,18 @@ _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
 _PACKAGE = "sagemaker_serving.wire"
 
-# message -> [(field, number, type, label, message type)]
+# message -> [(field, number, type, label, message type)]; `kind` fields form a oneof
 _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
+    "BytesList": [("value", 1, _F.TYPE_BYTES, _REPEATED, None)],
+    "FloatList": [("value", 1, _F.TYPE_FLOAT, _REPEATED, None)],
+    "Int64List": [("value", 1, _F.TYPE_INT64, _REPEATED, None)],
+    "Feature": [
+        ("bytes_list", 1, _F.TYPE_MESSAGE, _OPTIONAL, "BytesList"),
+        ("float_list", 2, _F.TYPE_MESSAGE, _OPTIONAL, "FloatList"),
+        ("int64_list", 3, _F.TYPE_MESSAGE, _OPTIONAL, "Int64List"),
+    ],
+    "Features": [("feature", 1, _F.TYPE_MESSAGE, _REPEATED, "Features.FeatureEntry")],
+    "Example": [("features", 1, _F.TYPE_MESSAGE, _OPTIONAL, "Features")],
     "Int64Value": [("value", 1, _F.TYPE_INT64, _OPTIONAL, None)],
     "Dim": [
         ("size", 1, _F.TYPE_INT64, _OPTIONAL, None),
@@ -66,7 +77,12 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("model_spec", 2, _F.TYPE_MESSAGE, _OPTIONAL, "ModelSpec"),
     ],
 }
-_MAPS = {"PredictRequest": "InputsEntry", "PredictResponse": "OutputsEntry"}
+_MAPS = {  # message -> (entry name, value type) of its map<string, value> field
+    "PredictRequest": ("InputsEntry", "TensorProto"),
+    "PredictResponse": ("OutputsEntry", "TensorProto"),
+    "Features": ("FeatureEntry", "Feature"),
+}
+_ONEOFS = {"Feature": "kind"}
 
 
 def _add_fields(message: descriptor_pb2.DescriptorProto, fields) -> None:
@@ -83,14 +99,19 @@ def _build_pool() -> descriptor_pool.DescriptorPool:
     for name, fields in _MESSAGES.items():
         message = file.message_type.add(name=name)
         _add_fields(message, fields)
-        if name in _MAPS:  # map<string, TensorProto>
-            entry = message.nested_type.add(name=_MAPS[name])
+        if name in _ONEOFS:
+            message.oneof_decl.add(name=_ONEOFS[name])
+            for field in message.field:
+                field.oneof_index = 0
+        if name in _MAPS:
+            entry_name, value_type = _MAPS[name]
+            entry = message.nested_type.add(name=entry_name)
             entry.options.map_entry = True
             _add_fields(
                 entry,
                 [
                     ("key", 1, _F.TYPE_STRING, _OPTIONAL, None),
-                    ("value", 2, _F.TYPE_MESSAGE, _OPTIONAL, "TensorProto"),
+                    ("value", 2, _F.TYPE_MESSAGE, _OPTIONAL, value_type),
                 ],
             )
     pool = descriptor_pool.DescriptorPool()
@@ -108,6 +129,7 @@ def _message_class(name: str) -> Any:
 PredictRequest = _message_class("PredictRequest")
 PredictResponse = _message_class("PredictResponse")
 TensorProto = _message_class("TensorProto")
+Example = _message_class("Example")
 
 # DataType enum values (tensorflow/core/framework/types.proto) <-> numpy
 DT_STRING = 7
@@ -140,6 +162,7 @@ DTYPE_NAMES: dict[str, int] = {
     "DT_UINT32": 22,
     "DT_UINT64": 23,
 }
+DTYPE_ENUM_NAMES = {enum: name for name, enum in DTYPE_NAMES.items()}
 _ENUMS = {np.dtype(kind): enum for enum, kind in _DTYPES.items()}
 # the repeated field holding each dtype's values when tensor_content is empty
 _VALUE_FIELDS = {

@@ -7,6 +7,7 @@ import pytest
 from sagemaker_serving import tfs_wire
 
 tf = pytest.importorskip("tensorflow")
+from tensorflow.core.example import example_pb2, feature_pb2  # noqa: E402
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2  # noqa: E402
 from tensorflow_serving.apis import model_pb2, predict_pb2  # noqa: E402
 
@@ -20,6 +21,12 @@ PAIRS = [
         tensor_shape_pb2.TensorShapeProto.Dim,
     ),
     (tfs_wire.PredictRequest().model_spec.__class__, model_pb2.ModelSpec),
+    (tfs_wire.Example, example_pb2.Example),
+    (tfs_wire.Example().features.__class__, feature_pb2.Features),
+    (tfs_wire.Example().features.feature["x"].__class__, feature_pb2.Feature),
+    (tfs_wire.Example().features.feature["x"].bytes_list.__class__, feature_pb2.BytesList),
+    (tfs_wire.Example().features.feature["x"].float_list.__class__, feature_pb2.FloatList),
+    (tfs_wire.Example().features.feature["x"].int64_list.__class__, feature_pb2.Int64List),
 ]
 ENUM, INT32 = 14, 5  # FieldDescriptor types: an enum is an int32 varint on the wire
 
@@ -78,3 +85,38 @@ def test_unsupported_dtypes_are_named():
     response.outputs["r"].dtype = 20  # DT_RESOURCE
     with pytest.raises(tfs_wire.UnsupportedTensor, match="DataType 20"):
         tfs_wire.predict_outputs(response.SerializeToString())
+
+
+def test_examples_parse_like_tensorflows():
+    example = tf.train.Example()
+    example.features.feature["f"].float_list.value.extend([1.5, -2.0])
+    example.features.feature["i"].int64_list.value.append(2**40)
+    example.features.feature["b"].bytes_list.value.append(b"\xff")
+    ours = tfs_wire.Example.FromString(example.SerializeToString())
+    feature = ours.features.feature
+    assert feature["f"].WhichOneof("kind") == "float_list"
+    assert list(feature["f"].float_list.value) == [1.5, -2.0]
+    assert list(feature["i"].int64_list.value) == [2**40]
+    assert list(feature["b"].bytes_list.value) == [b"\xff"]
+
+
+def test_the_service_serves_binary_formats_without_importing_tensorflow():
+    import subprocess
+    import sys
+
+    code = """
+import io, sys
+import numpy as np
+from sagemaker_serving import payloads, python_service, tensor_payloads, tfs_wire
+example = tfs_wire.Example()
+example.features.feature["x"].float_list.value.append(1.0)
+body = payloads.frame_tfrecord(example.SerializeToString())
+spec = {"x": payloads.InputSpec("x", "DT_FLOAT", (-1,))}
+payloads.decode_request(body, "application/x-tfexample", spec)
+buf = io.BytesIO(); np.save(buf, np.zeros(2, np.float32))
+payloads.decode_request(buf.getvalue(), "application/x-npy", None)
+wire = tfs_wire.predict_request("m", None, None, {"x": np.zeros(2, np.float32)})
+assert "tensorflow" not in sys.modules, [m for m in sys.modules if m.startswith("tensorflow")]
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
