@@ -19,6 +19,7 @@ import orjson
 
 from . import payloads, tensor_payloads, tfs_wire
 from .handler_context import Context, HandlerError
+from .log_setup import REQUEST_ID
 from .model_client import ModelServerClient
 from .routing import Route, parse_route
 from .service_metrics import ServiceMetrics
@@ -83,6 +84,7 @@ class Invocations:
         started = time.monotonic()
         request_id = req.get_header("X-Request-Id") or uuid.uuid4().hex
         resp.set_header("X-Request-Id", request_id)
+        request_token = REQUEST_ID.set(request_id)  # on every log line of this request
         deadline = started + self.config.request_timeout_seconds
         model, status = self.config.default_model, 500
         try:
@@ -109,10 +111,11 @@ class Invocations:
             status = exc.status_code
             _json_error(resp, status, exc.description or exc.title, request_id)
         except Exception as exc:
-            log.exception("[%s] handler failed", request_id)
+            log.exception("handler failed")
             _json_error(resp, 500, f"{type(exc).__name__}: {exc}", request_id)
         finally:
             self.metrics.request("/invocations", status, model, time.monotonic() - started)
+            REQUEST_ID.reset(request_token)
 
     def _context(self, req: falcon.Request, route: Route, request_id: str, deadline: float):
         index = self.client.pick()

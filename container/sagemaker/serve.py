@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import log_setup
 from .execution_parameters import execution_parameters
 from .model_discovery import Model, ModelDiscoveryError, default_model, discover_models
 from .model_server_command import (
@@ -200,6 +201,7 @@ def nginx_child(
         "SHUTDOWN_GRACE": SHUTDOWN_GRACE_SECONDS,
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
+        "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "BODY_LIMIT": size_text(settings.body_limit_bytes),
         "RESPONSE_BUFFER": size_text(RESPONSE_BUFFER_BYTES),
         "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
@@ -247,7 +249,7 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
     nginx, nginx_conf = nginx_child(
         settings, layout, run_dir, args.host, models, default, rest_ports, service
     )
-    return Stack(
+    stack = Stack(
         settings=settings,
         run_dir=run_dir,
         models=models,
@@ -259,6 +261,10 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
         service=service,
         model_servers=model_server_children(settings, models, run_dir, ports),
     )
+    if settings.log_format == "json":  # children that write plain text get their lines wrapped
+        for child in stack.children:
+            child.relay = log_setup.relay_as_json
+    return stack
 
 
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
@@ -302,6 +308,7 @@ def shutdown(stack: Stack) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
+        log_setup.configure("INFO", settings.log_format)
         stack = build_stack(args, settings)
     except (
         SettingsError,
@@ -345,11 +352,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    log_setup.configure("INFO", "text")  # until the settings say which format
     sys.exit(run(parse_args(argv)))
 
 

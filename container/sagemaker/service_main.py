@@ -6,13 +6,14 @@ python -m sagemaker_serving.service_main CONFIG.json --bind unix:SOCKET [gunicor
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from gunicorn.app.base import BaseApplication
 
+from . import log_setup
 from .python_service import ServiceConfig, create_app
+from .settings import LOG_FORMATS
 
 
 class ServiceApplication(BaseApplication):
@@ -41,11 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker-class", default="gthread")
     parser.add_argument("--timeout", type=int, default=30)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s",
-    )
+    log_setup.configure(args.log_level, args.log_format)
     options = {
         "bind": args.bind,
         "workers": args.workers,
@@ -57,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         "loglevel": args.log_level,
         "accesslog": None,
         "errorlog": "-",
+        "logconfig_dict": log_setup.logging_config(args.log_level, args.log_format),
         "control_socket_disable": True,
     }
     ServiceApplication(ServiceConfig.from_file(args.config), options).run()

@@ -84,6 +84,7 @@ def service_process(
         f"--worker-class={settings.gunicorn_worker_class}",
         f"--timeout={settings.gunicorn_timeout_seconds}",
         f"--log-level={settings.gunicorn_log_level}",
+        f"--log-format={settings.log_format}",
     ]
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     child_env.pop("PYTHONPATH", None)

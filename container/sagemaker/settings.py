@@ -23,6 +23,7 @@ GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
+LOG_FORMATS = ("text", "json")
 
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
@@ -98,6 +99,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "30", "gunicorn worker timeout"),
     (
+        "SAGEMAKER_LOG_FORMAT",
+        "text",
+        "`json`: serve, the Python service and nginx's access log write one JSON object per "
+        "line (with `request_id` while a request is handled); `text`: plain lines",
+    ),
+    (
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS",
         "60",
         "nginx proxy read timeout; raised to the gunicorn timeout when that is larger, and "
@@ -162,6 +169,7 @@ class Settings:
     gunicorn_worker_class: str = _env("SAGEMAKER_GUNICORN_WORKER_CLASS")
     gunicorn_log_level: str = _env("SAGEMAKER_GUNICORN_LOGLEVEL")
     gunicorn_timeout_seconds: int = _env("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS")
+    log_format: str = _env("SAGEMAKER_LOG_FORMAT")
     nginx_proxy_read_timeout_seconds: int = _env("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")
     universal_bucket: str | None = _env("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
     universal_prefix: str | None = _env("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
@@ -230,6 +238,7 @@ class Settings:
             gunicorn_timeout_seconds=_int(
                 env, "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", 30, 1, _MAX_SECONDS
             ),
+            log_format=_choice(env, "SAGEMAKER_LOG_FORMAT", "text", LOG_FORMATS),
             nginx_proxy_read_timeout_seconds=_int(
                 env, "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", 60, 1, _MAX_SECONDS
             ),

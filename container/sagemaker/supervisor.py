@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,12 @@ class Child:
         *,
         policy: RestartPolicy | None = None,
         graceful_signal: int = signal.SIGTERM,
+        relay: Callable[[str, IO[bytes]], None] | None = None,
     ) -> None:
+        """`relay`, when given, gets the child's stdout+stderr (in a thread) instead of the
+        terminal: serve's JSON logs wrap the lines of children that write plain text."""
         self.name = name
+        self.relay = relay
         self.argv = list(argv)
         self.env = dict(env) if env is not None else None
         self.policy = policy or RestartPolicy()
@@ -58,13 +63,20 @@ class Child:
 
     def start(self) -> None:
         log.info("starting %s: %s", self.name, " ".join(self.argv))
+        piped = subprocess.PIPE if self.relay is not None else None
         self.proc = subprocess.Popen(
             self.argv,
             env=self.env,
             stdin=subprocess.DEVNULL,
+            stdout=piped,
+            stderr=subprocess.STDOUT if piped else None,
             start_new_session=True,  # terminal signals go to serve only, which stops us in order
             preexec_fn=_die_with_parent,
         )
+        if self.relay is not None and self.proc.stdout is not None:
+            threading.Thread(
+                target=self.relay, args=(self.name, self.proc.stdout), daemon=True
+            ).start()
         self.starts += 1
         self.restart_at = None
 

@@ -39,6 +39,7 @@ def test_defaults():
         "gunicorn_worker_class": "gthread",
         "gunicorn_log_level": "info",
         "gunicorn_timeout_seconds": 30,
+        "log_format": "text",
         "nginx_proxy_read_timeout_seconds": 60,
         "universal_bucket": None,
         "universal_prefix": None,
@@ -112,6 +113,7 @@ def test_settings_are_frozen():
         ("SAGEMAKER_GUNICORN_THREADS", "8", "gunicorn_threads", 8),
         ("SAGEMAKER_GUNICORN_WORKER_CLASS", "gthread", "gunicorn_worker_class", "gthread"),
         ("SAGEMAKER_GUNICORN_LOGLEVEL", "Debug", "gunicorn_log_level", "debug"),
+        ("SAGEMAKER_LOG_FORMAT", "JSON", "log_format", "json"),
         ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "120", "gunicorn_timeout_seconds", 120),
         (
             "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS",
@@ -179,6 +181,7 @@ def test_parses_variable(name, raw, field, expected):
         ("SAGEMAKER_GUNICORN_THREADS", "-2"),
         ("SAGEMAKER_GUNICORN_WORKER_CLASS", "eventlet"),
         ("SAGEMAKER_GUNICORN_LOGLEVEL", "warn"),
+        ("SAGEMAKER_LOG_FORMAT", "xml"),
         ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "0"),
         ("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", "-60"),
         ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "101"),
@@ -267,7 +270,7 @@ def test_every_sagemaker_field_is_documented():
     documented = {name for name, _, _ in VARIABLES}
     envs = [f.metadata.get("env") for f in dataclasses.fields(Settings)]
     sagemaker_envs = {e for e in envs if e and e.startswith("SAGEMAKER_")}
-    assert len(sagemaker_envs) == 28
+    assert len(sagemaker_envs) == 29
     assert sagemaker_envs <= documented
     assert {e for e in envs if e} == documented
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
