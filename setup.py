@@ -33,6 +33,7 @@ DEV_REQUIRES = [
     "scikit-learn==1.9.1",
     "scikit-image==0.26.0",
     "boto3==1.44.5",
+    "moto[server]==5.2.5",
 ]
 
 setup(
@@ -44,14 +45,16 @@ setup(
         "tfs_model_server": "container/tfs_model_server",
         "sagemaker_serving": "container/sagemaker",
         "example_models": "container/example_models",
+        "tfs_batch_transform": "container/batch_transform",
     },
-    packages=["tfs_model_server", "sagemaker_serving", "example_models"],
+    packages=["tfs_model_server", "sagemaker_serving", "example_models", "tfs_batch_transform"],
     install_requires=INSTALL_REQUIRES,
     extras_require={"dev": DEV_REQUIRES},
     entry_points={
         "console_scripts": [
             "tfs-model-server=tfs_model_server.main:main",
             "serve=sagemaker_serving.serve:main",
+            "tfs-batch-transform=tfs_batch_transform.main:main",
         ]
     },
 )
