@@ -490,6 +490,7 @@ async function invocations(r) {
             return;
         }
         var route = routing(r);
+        r.variables.tfs_model = route.model;  // for /metrics (nginx.conf.template)
         var format = responseFormat(r);
         var body = requestBody(r, route);
         var reply = await r.subrequest(tfsPath(route), {method: 'POST', body: body});

@@ -104,7 +104,8 @@ def logging_config(level: str, log_format: str) -> dict[str, Any]:
         "root": {"level": level, "handlers": ["stderr"]},
         "loggers": {
             "gunicorn.error": {"level": level, "handlers": [], "propagate": True},
-            "gunicorn.access": {"level": level, "handlers": [], "propagate": True},
+            # nginx writes the access log; gunicorn's would repeat it
+            "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True},
         },
     }
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import log_setup
 from .execution_parameters import execution_parameters
+from .front_metrics import nginx_access_log
 from .model_discovery import Model, ModelDiscoveryError, default_model, discover_models
 from .model_server_command import (
     count_gpus,
@@ -215,6 +216,7 @@ def nginx_child(
         ),
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
         "PYTHON_SERVICE": "1",
+        "METRICS_LOG": nginx_access_log(service.metrics_socket),
         "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping",
     }
     nginx_conf = NginxConf(layout, run_dir / "nginx.conf", values)

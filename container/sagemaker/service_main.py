@@ -6,13 +6,16 @@ python -m sagemaker_serving.service_main CONFIG.json --bind unix:SOCKET [gunicor
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
 from pathlib import Path
 
 from gunicorn.app.base import BaseApplication
 
 from . import log_setup
+from .front_metrics import FrontMetricsReceiver
 from .python_service import ServiceConfig, create_app
+from .service_metrics import ServiceMetrics
 from .settings import LOG_FORMATS
 
 
@@ -43,8 +46,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=int, default=30)
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
+    parser.add_argument("--front-metrics-fd", type=int, help="inherited socket: front_metrics.py")
     args = parser.parse_args(argv)
     log_setup.configure(args.log_level, args.log_format)
+    if args.front_metrics_fd is not None:  # counted in this (gunicorn master) process
+        sock = socket.socket(fileno=args.front_metrics_fd)
+        FrontMetricsReceiver(sock, ServiceMetrics()).start()
     options = {
         "bind": args.bind,
         "workers": args.workers,

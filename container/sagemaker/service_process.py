@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
+import os
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .front_metrics import bind_socket
 from .python_service import ServiceConfig
 from .settings import Settings, SettingsError
 from .supervisor import Child
@@ -25,7 +28,12 @@ class ServiceProcess:
     socket_dir: Path
     handles_invocations: bool  # True with user code; else it only takes the binary formats
 
+    metrics_socket: Path  # nginx sends a datagram per request it answers (front_metrics.py)
+
     def cleanup(self) -> None:
+        if self.child.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(self.child.pass_fds[0])
         shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
@@ -86,6 +94,9 @@ def service_process(
         f"--log-level={settings.gunicorn_log_level}",
         f"--log-format={settings.log_format}",
     ]
+    metrics_socket = socket_dir / "front-metrics.sock"
+    metrics_fd = bind_socket(metrics_socket).detach()
+    argv.append(f"--front-metrics-fd={metrics_fd}")
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     child_env.pop("PYTHONPATH", None)
     log.info(
@@ -93,6 +104,5 @@ def service_process(
         "user code in " + str(code_dir) if user_code else "built-in formats only",
         ", ".join(python_paths) or "no extra paths",
     )
-    return ServiceProcess(
-        Child("python-service", argv, child_env), socket_path, socket_dir, user_code
-    )
+    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd,))
+    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_socket)

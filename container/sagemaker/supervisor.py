@@ -47,11 +47,13 @@ class Child:
         policy: RestartPolicy | None = None,
         graceful_signal: int = signal.SIGTERM,
         relay: Callable[[str, IO[bytes]], None] | None = None,
+        pass_fds: Sequence[int] = (),
     ) -> None:
         """`relay`, when given, gets the child's stdout+stderr (in a thread) instead of the
         terminal: serve's JSON logs wrap the lines of children that write plain text."""
         self.name = name
         self.relay = relay
+        self.pass_fds = tuple(pass_fds)
         self.argv = list(argv)
         self.env = dict(env) if env is not None else None
         self.policy = policy or RestartPolicy()
@@ -72,6 +74,7 @@ class Child:
             stderr=subprocess.STDOUT if piped else None,
             start_new_session=True,  # terminal signals go to serve only, which stops us in order
             preexec_fn=_die_with_parent,
+            pass_fds=self.pass_fds,
         )
         if self.relay is not None and self.proc.stdout is not None:
             threading.Thread(

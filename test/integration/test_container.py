@@ -310,3 +310,31 @@ def test_binary_formats_go_to_the_built_in_handlers(stack):
     # a model without a string input cannot take raw bytes: 415 with a JSON body
     assert_json_error(post(stack, b"\x00\xff", "application/x-image"), 415)
     assert_json_error(post(stack, b"not npy", "application/x-npy"), 400)
+
+
+def _front_count(stack, route: str, status: int, model: str) -> float:
+    text = requests.get(f"{stack.url}/metrics", timeout=10).text
+    pattern = (
+        r'sagemaker_requests_total\{model="' + re.escape(model) + r'",route="' + re.escape(route)
+        + r'",status="' + str(status) + r'"\} (\S+)'
+    )  # fmt: skip
+    match = re.search(pattern, text)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_front_metrics_count_what_nginx_answers_by_route_status_and_model(stack):
+    keys = [
+        ("/invocations", 200, "half_plus_two"),
+        ("/invocations", 400, "half_plus_three"),
+        ("/ping", 200, ""),
+    ]
+    before = [_front_count(stack, *key) for key in keys]
+    for _ in range(3):
+        assert post(stack, "1.0", attributes="tfs-model-name=half_plus_two").status_code == 200
+    assert post(stack, "[[[", "application/json").status_code == 400
+    assert requests.get(f"{stack.url}/ping", timeout=5).status_code == 200
+    expected = [b + n for b, n in zip(before, (3, 1, 1), strict=True)]
+    assert _wait_for(lambda: [_front_count(stack, *k) for k in keys] == expected, 5), (
+        [_front_count(stack, *k) for k in keys],
+        expected,
+    )
