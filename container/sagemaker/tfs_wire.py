@@ -18,6 +18,7 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 PREDICT_METHOD = "/tensorflow.serving.PredictionService/Predict"
+RELOAD_CONFIG_METHOD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
 
 _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
@@ -35,6 +36,14 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     ],
     "Features": [("feature", 1, _F.TYPE_MESSAGE, _REPEATED, "Features.FeatureEntry")],
     "Example": [("features", 1, _F.TYPE_MESSAGE, _OPTIONAL, "Features")],
+    # ModelService.HandleReloadConfigRequest; `config` is a serialized ModelServerConfig
+    # (tensorflow_serving.config's module, which needs no TensorFlow): the same bytes
+    "ReloadConfigRequest": [("config", 1, _F.TYPE_BYTES, _OPTIONAL, None)],
+    "StatusProto": [
+        ("error_code", 1, _F.TYPE_INT32, _OPTIONAL, None),
+        ("error_message", 2, _F.TYPE_STRING, _OPTIONAL, None),
+    ],
+    "ReloadConfigResponse": [("status", 1, _F.TYPE_MESSAGE, _OPTIONAL, "StatusProto")],
     "Int64Value": [("value", 1, _F.TYPE_INT64, _OPTIONAL, None)],
     "Dim": [
         ("size", 1, _F.TYPE_INT64, _OPTIONAL, None),
@@ -130,6 +139,8 @@ PredictRequest = _message_class("PredictRequest")
 PredictResponse = _message_class("PredictResponse")
 TensorProto = _message_class("TensorProto")
 Example = _message_class("Example")
+ReloadConfigRequest = _message_class("ReloadConfigRequest")
+ReloadConfigResponse = _message_class("ReloadConfigResponse")
 
 # DataType enum values (tensorflow/core/framework/types.proto) <-> numpy
 DT_STRING = 7

@@ -9,7 +9,12 @@ from sagemaker_serving import tfs_wire
 tf = pytest.importorskip("tensorflow")
 from tensorflow.core.example import example_pb2, feature_pb2  # noqa: E402
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2  # noqa: E402
-from tensorflow_serving.apis import model_pb2, predict_pb2  # noqa: E402
+from tensorflow_serving.apis import (  # noqa: E402
+    model_management_pb2,
+    model_pb2,
+    predict_pb2,
+    status_pb2,
+)
 
 PAIRS = [
     (tfs_wire.PredictRequest, predict_pb2.PredictRequest),
@@ -27,6 +32,8 @@ PAIRS = [
     (tfs_wire.Example().features.feature["x"].bytes_list.__class__, feature_pb2.BytesList),
     (tfs_wire.Example().features.feature["x"].float_list.__class__, feature_pb2.FloatList),
     (tfs_wire.Example().features.feature["x"].int64_list.__class__, feature_pb2.Int64List),
+    (tfs_wire.ReloadConfigResponse, model_management_pb2.ReloadConfigResponse),
+    (tfs_wire.ReloadConfigResponse().status.__class__, status_pb2.StatusProto),
 ]
 ENUM, INT32 = 14, 5  # FieldDescriptor types: an enum is an int32 varint on the wire
 
@@ -120,3 +127,19 @@ assert "tensorflow" not in sys.modules, [m for m in sys.modules if m.startswith(
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_reload_config_request_carries_a_serialized_model_server_config():
+    from tensorflow_serving.config import model_server_config_pb2
+
+    config = model_server_config_pb2.ModelServerConfig()
+    model = config.model_config_list.config.add(name="m", base_path="/models/m")
+    model.model_platform = "tensorflow"
+    wire = tfs_wire.ReloadConfigRequest(config=config.SerializeToString()).SerializeToString()
+    theirs = model_management_pb2.ReloadConfigRequest.FromString(wire)
+    assert theirs.config == config
+    (field,) = tfs_wire.ReloadConfigRequest.DESCRIPTOR.fields
+    assert (
+        field.number
+        == model_management_pb2.ReloadConfigRequest.DESCRIPTOR.fields_by_name["config"].number
+    )
