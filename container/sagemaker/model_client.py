@@ -16,7 +16,12 @@ from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
 from .handler_context import HandlerError
-from .tfs_wire import PREDICT_METHOD
+from .tfs_wire import (
+    PREDICT_METHOD,
+    RELOAD_CONFIG_METHOD,
+    ReloadConfigRequest,
+    ReloadConfigResponse,
+)
 
 
 class ModelServerUnavailable(HandlerError):
@@ -80,6 +85,34 @@ class ModelServerClient:
             return call(request, timeout=timeout, wait_for_ready=False)
         except grpc.RpcError as exc:
             raise _grpc_error(exc) from None
+
+    def reload_config(self, index: int, config: bytes, deadline: float) -> str | None:
+        """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
+        the model server's error message, or None when it applied the config."""
+        import grpc
+
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise ModelServerTimeout("The deadline passed before the model server was asked")
+        call = self.channel(index).unary_unary(RELOAD_CONFIG_METHOD)
+        request = ReloadConfigRequest(config=config).SerializeToString()
+        try:
+            reply = ReloadConfigResponse.FromString(call(request, timeout=timeout))
+        except grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+        return reply.status.error_message or None if reply.status.error_code else None
+
+    def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
+        """{version: state} of `model` on instance `index` (REST model status); {} if unknown."""
+        reply = self.request("GET", self.rest_uri(index, f"/v1/models/{model}"), None, deadline)
+        if reply.status_code == 404:
+            return {}
+        if reply.status_code != 200:
+            raise HandlerError(_error_text(reply), reply.status_code)
+        return {
+            int(item["version"]): item["state"]
+            for item in json.loads(reply.content).get("model_version_status", [])
+        }
 
     def _connection(self, port: int) -> _Connection:
         pool = self._local.__dict__.setdefault("pool", {})

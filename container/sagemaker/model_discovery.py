@@ -73,6 +73,14 @@ def discover_models(model_dir: Path) -> list[Model]:
     return [models[name] for name in sorted(models)]
 
 
+def find_model(url: Path, name: str) -> Model | None:
+    """The first directory under `url` (itself included) holding SavedModel versions, as
+    model `name`; None when there is none (how a multi-model load finds its versions)."""
+    for directory, versions in _model_dirs(Path(url)):
+        return Model(name, directory.resolve(), versions)
+    return None
+
+
 def default_model(models: Sequence[Model], requested: str | None) -> Model:
     """The model named `requested`, or else the first by name."""
     if not models:

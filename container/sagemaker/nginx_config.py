@@ -31,6 +31,25 @@ SERVICE_LOCATIONS = """        location = /invocations {
             proxy_hide_header X-Request-Id;
         }"""
 
+
+# Multi-model endpoints: the /models API (loads wait up to SAGEMAKER_TFS_WAIT_TIME_SECONDS).
+def multi_model_locations(load_timeout_seconds: int) -> str:
+    # Model names are opaque: `/models/..%2F..%2Fping` must reach the service as it was
+    # sent, so the raw request URI is matched before nginx decodes and resolves it.
+    return f"""        if ($request_uri ~ "^/models(/|\\?|$)") {{
+            rewrite ^ /_multi_model last;
+        }}
+
+        location = /_multi_model {{
+            internal;
+            proxy_pass http://python_service$request_uri;
+            proxy_set_header X-Request-Id $req_id;
+            proxy_set_header Host $host;
+            proxy_hide_header X-Request-Id;
+            proxy_read_timeout {load_timeout_seconds}s;
+        }}"""
+
+
 # Always present when the Python service runs: its /ping, /metrics and the njs hand-over.
 SERVICE_COMMON_LOCATIONS = """        location @python_service {
             proxy_pass http://python_service;

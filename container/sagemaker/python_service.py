@@ -10,7 +10,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,12 @@ class ServiceConfig:
     grpc_ports: list[int]
     request_timeout_seconds: float
     python_paths: list[str] = field(default_factory=list)
+    # multi-model endpoints (multi_model.py)
+    multi_model: bool = False
+    model_root: str = ""
+    state_dir: str = ""
+    load_timeout_seconds: float = 300.0
+    memory_reserve_bytes: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -81,21 +87,44 @@ class Invocations:
         self.client = ModelServerClient(config.rest_ports, config.grpc_ports)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if self.config.multi_model:
+            _json_error(
+                resp,
+                400,
+                "This is a multi-model endpoint: invoke a model with POST /models/<name>/invoke",
+                req.get_header("X-Request-Id") or "",
+            )
+            return
+        self.respond(req, resp, self.handlers)
+
+    def respond(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        handlers: Handlers,
+        model_name: str | None = None,
+        label: str | None = None,
+    ) -> None:
+        """One request through `handlers`; `model_name` fixes the model (multi-model invoke,
+        where `label` names it in metrics), else the routing header or the default decides."""
         started = time.monotonic()
         request_id = req.get_header("X-Request-Id") or uuid.uuid4().hex
         resp.set_header("X-Request-Id", request_id)
         request_token = REQUEST_ID.set(request_id)  # on every log line of this request
         deadline = started + self.config.request_timeout_seconds
-        model, status = self.config.default_model, 500
+        model, status = label or model_name or self.config.default_model, 500
         try:
             route = parse_route(
-                req.get_header("X-Amzn-SageMaker-Custom-Attributes"), self.config.default_model
+                req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
+                model_name or self.config.default_model,
             )
-            model = route.model
+            if model_name is not None:
+                route = replace(route, model=model_name, model_given=model_name)
+            model = label or route.model
             context = self._context(req, route, request_id, deadline)
             # The handler runs on this gunicorn thread. One that overruns the deadline is
             # answered 504 (JSON) by nginx at its proxy timeout; the worker is never killed.
-            body, content_type = self._run(req.bounded_stream, context)
+            body, content_type = self._run(req.bounded_stream, context, handlers)
             if time.monotonic() > deadline + 0.5:
                 raise HandlerError(
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
@@ -137,8 +166,7 @@ class Invocations:
         )
 
     # ----- runs on a handler thread -----------------------------------------------------------
-    def _run(self, data: Any, context: Context) -> tuple[bytes, str]:
-        handlers = self.handlers
+    def _run(self, data: Any, context: Context, handlers: Handlers) -> tuple[bytes, str]:
         if handlers.handler is not None:
             with self.metrics.stage("handler"):
                 result = handlers.handler(data, context)
@@ -244,13 +272,34 @@ def _not_found(req: falcon.Request, resp: falcon.Response, ex: Exception, params
 
 def create_app(config: ServiceConfig) -> falcon.App:
     """The falcon app; imports the user's handlers (a failure stops the worker)."""
-    handlers = load_handlers(Path(config.code_dir))
-    log.info("handlers: %s", handlers.source)
+    handlers = Handlers() if config.multi_model else load_handlers(Path(config.code_dir))
+    log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = ServiceMetrics()
     app = falcon.App()
     app.req_options.auto_parse_form_urlencoded = False
-    app.add_route("/invocations", Invocations(config, handlers, metrics))
+    invocations = Invocations(config, handlers, metrics)
+    app.add_route("/invocations", invocations)
     app.add_route("/ping", Ping())
     app.add_route("/metrics", Metrics(metrics))
+    if config.multi_model:
+        _add_multi_model_routes(app, config, invocations)
     app.add_error_handler(falcon.HTTPError, _not_found)
     return app
+
+
+def _add_multi_model_routes(app: falcon.App, config: ServiceConfig, invocations: Invocations):
+    from .multi_model import MultiModelManager, Registry
+    from .multi_model_api import ModelCode, ModelSink, ModelsResource
+
+    state_dir = Path(config.state_dir)
+    manager = MultiModelManager(
+        Registry(state_dir),
+        invocations.client,
+        Path(config.model_root),
+        config.load_timeout_seconds,
+        config.memory_reserve_bytes,
+    )
+    universal = Path(config.code_dir) if config.code_dir else None
+    code = ModelCode(universal, state_dir / "packages", config.load_timeout_seconds)
+    app.add_route("/models", ModelsResource(manager, code))
+    app.add_sink(ModelSink(manager, code, invocations), prefix="/models/")

@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from .model_server_command import (
     gpu_assignment,
     model_server_command,
 )
-from .model_server_health import model_available
+from .model_server_health import PROMETHEUS_PATH, instance_up, model_available
 from .nginx_config import (
     FAST_PATH_LOCATIONS,
     NGINX_DIR,
@@ -37,13 +38,14 @@ from .nginx_config import (
     NginxLayout,
     NginxSetupError,
     find_nginx,
+    multi_model_locations,
     render_file,
     service_upstream,
     size_text,
     upstream_servers,
 )
 from .ports import allocate_model_server_ports
-from .service_process import ServiceProcess, service_process
+from .service_process import ServiceProcess, mme_state_dir, service_process
 from .settings import Settings, SettingsError
 from .supervisor import Child, Supervisor, stop_all
 from .tfs_config import batching_parameters_text, model_config_text
@@ -55,7 +57,6 @@ DEFAULT_MODEL_DIR = Path("/opt/ml/model")
 SHUTDOWN_GRACE_SECONDS = 20  # nginx drains in-flight requests; SageMaker kills at 30 s
 DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
 RESPONSE_BUFFER_BYTES = 100 * 1024 * 1024
-PROMETHEUS_PATH = "/monitoring/prometheus/metrics"  # on each model server's REST port
 
 
 class StartupError(RuntimeError):
@@ -177,7 +178,10 @@ class NginxConf:
 
 
 def ping_targets(rest_ports: list[int], models: list[Model]) -> str:
-    """The internal URIs /ping checks: every model on every model server instance."""
+    """The internal URIs /ping checks: every model on every model server instance (with no
+    models, multi-model: every instance answering at all)."""
+    if not models:
+        return " ".join(f"/_instance/{port}{PROMETHEUS_PATH}" for port in rest_ports)
     return " ".join(f"/_instance/{port}/v1/models/{m.name}" for port in rest_ports for m in models)
 
 
@@ -213,11 +217,17 @@ def nginx_child(
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
         "INVOCATIONS_LOCATIONS": (
             SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
+        )
+        + (
+            "\n\n" + multi_model_locations(settings.wait_time_seconds + 10)
+            if settings.multi_model
+            else ""
         ),
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
         "PYTHON_SERVICE": "1",
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
-        "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping",
+        # multi-model: 200 once the service is up, whatever is loaded
+        "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping".strip(),
     }
     nginx_conf = NginxConf(layout, run_dir / "nginx.conf", values)
     conf = nginx_conf.write()
@@ -231,17 +241,22 @@ def nginx_child(
 
 
 def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
-    if settings.multi_model:
-        raise StartupError("SAGEMAKER_MULTI_MODEL=true is not supported yet")
     run_dir = prepare_run_dir(args.run_dir)
     log.info("run directory: %s", run_dir)
-    models = discover_models(args.model_dir)
-    default = default_model(models, settings.default_model_name).name
-    log.info(
-        "models: %s (default %s)",
-        ", ".join(f"{m.name} {list(m.versions)}" for m in models),
-        default,
-    )
+    if settings.multi_model:  # models come and go through the /models API
+        if not args.model_dir.is_dir():
+            raise StartupError(f"model directory {args.model_dir} does not exist")
+        models: list[Model] = []
+        default = ""
+        log.info("multi-model endpoint: models under %s are loaded on request", args.model_dir)
+    else:
+        models = discover_models(args.model_dir)
+        default = default_model(models, settings.default_model_name).name
+        log.info(
+            "models: %s (default %s)",
+            ", ".join(f"{m.name} {list(m.versions)}" for m in models),
+            default,
+        )
     ports = allocate_model_server_ports(settings)
     rest_ports = [rest for _, rest in ports]
     layout = find_nginx(NGINX_DIR)
@@ -269,10 +284,34 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
     return stack
 
 
+def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
+    """Multi-model: when a model server dies, every model counts as unloaded (invoke answers
+    404, so SageMaker loads it again) and the other instances drop theirs."""
+    from .model_client import ModelServerClient
+    from .multi_model import MultiModelManager, Registry
+
+    manager = MultiModelManager(
+        Registry(mme_state_dir(stack.run_dir)),
+        ModelServerClient(stack.rest_ports, stack.grpc_ports),
+        stack.run_dir,
+        float(stack.settings.wait_time_seconds),
+        0,
+    )
+
+    def on_death(child: Child) -> None:
+        if child in stack.model_servers:
+            names = manager.forget_all()
+            log.warning("%s died: %d model(s) now count as unloaded", child.name, len(names))
+
+    return on_death
+
+
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
     """Until every model is AVAILABLE on every instance (False on deadline, stop or death)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
     pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
+    if not stack.models:  # multi-model: every instance up (it loads models on request)
+        pending = {(port, "") for port in stack.rest_ports}
     while pending:
         if supervisor.stopping:
             return False
@@ -287,7 +326,11 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
                 sorted(pending),
             )
             return False
-        pending = {(port, name) for port, name in pending if not model_available(port, name, 1.0)}
+        pending = {
+            (port, name)
+            for port, name in pending
+            if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
+        }
         if pending:
             supervisor.sleep(0.25)
     return True
@@ -324,6 +367,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     supervisor = Supervisor(stack.children)
     supervisor.install_signal_handlers()
+    if settings.multi_model:
+        supervisor.on_death = forget_models_on_crash(stack)
     try:
         stack.nginx.start()
         stack.service.child.start()

@@ -37,6 +37,11 @@ class ServiceProcess:
         shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
+def mme_state_dir(run_dir: Path) -> Path:
+    """Where the multi-model registry, its lock and per-model packages live."""
+    return run_dir / "multi-model"
+
+
 def service_process(
     settings: Settings,
     model_dir: Path,
@@ -51,7 +56,7 @@ def service_process(
             "SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent is not installed (use gthread or sync)"
         )
     code_dir = model_dir / "code"
-    user_code = has_user_code(code_dir)
+    user_code = has_user_code(code_dir) or settings.multi_model
     python_paths = []
     if user_code:
         python_paths.append(str(code_dir))
@@ -70,7 +75,13 @@ def service_process(
         # answer (504) a little before nginx gives up on the request
         request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
         python_paths=python_paths,
+        multi_model=settings.multi_model,
+        model_root=str(model_dir.resolve()),
+        state_dir=str(mme_state_dir(run_dir)),
+        load_timeout_seconds=float(settings.wait_time_seconds),
+        memory_reserve_bytes=settings.mme_memory_reserve_mb * 1024 * 1024,
     )
+    mme_state_dir(run_dir).mkdir(parents=True, exist_ok=True)
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
     # nginx workers may run as another user: the socket lives in a directory they can reach.

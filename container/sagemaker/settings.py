@@ -117,6 +117,11 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX", "unset", "S3 prefix of shared inference code"),
     (
+        "SAGEMAKER_MME_MEMORY_RESERVE_MB",
+        "256",
+        "multi-model: memory kept free; a load that would not fit in the rest is refused (507)",
+    ),
+    (
         "SAGEMAKER_MAX_PAYLOAD_IN_MB",
         "unset",
         "batch transform payload limit in MB, 0 to 100 (0: unlimited, sent chunked); also the "
@@ -173,6 +178,7 @@ class Settings:
     nginx_proxy_read_timeout_seconds: int = _env("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")
     universal_bucket: str | None = _env("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
     universal_prefix: str | None = _env("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
+    mme_memory_reserve_mb: int = _env("SAGEMAKER_MME_MEMORY_RESERVE_MB")
     max_payload_in_mb: int | None = _env("SAGEMAKER_MAX_PAYLOAD_IN_MB")
     batch_strategy: str | None = _env("SAGEMAKER_BATCH_STRATEGY")
     max_concurrent_transforms: int | None = _env("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS")
@@ -244,6 +250,7 @@ class Settings:
             ),
             universal_bucket=_raw(env, "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
             universal_prefix=_raw(env, "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"),
+            mme_memory_reserve_mb=_int(env, "SAGEMAKER_MME_MEMORY_RESERVE_MB", 256, 0, 2**40),
             max_payload_in_mb=_optional_int(env, "SAGEMAKER_MAX_PAYLOAD_IN_MB", 0, 100),
             batch_strategy=_batch_strategy(env, "SAGEMAKER_BATCH_STRATEGY"),
             max_concurrent_transforms=_optional_int(

@@ -136,6 +136,7 @@ class Supervisor:
         self.poll_interval = poll_interval
         self._stop = threading.Event()
         self.on_restart: Callable[[Child], None] | None = None
+        self.on_death: Callable[[Child], None] | None = None  # before its restart is due
 
     def request_stop(self, *_: object) -> None:
         self._stop.set()
@@ -161,6 +162,8 @@ class Supervisor:
             code = child.proc.poll()
             if code is not None and child.restart_at is None:
                 log.error("%s (pid %s) exited with code %s", child.name, child.proc.pid, code)
+                if self.on_death is not None:
+                    self.on_death(child)
                 if not child.record_death(now):
                     return child
                 log.info("restarting %s in %.1fs", child.name, child.restart_at - now)

@@ -15,6 +15,11 @@ MODEL_PLATFORM = "tensorflow"
 
 def model_config_text(models: Sequence[Model]) -> str:
     """A ModelServerConfig serving every listed version of each model (`--model_config_file`)."""
+    return text_format.MessageToString(model_server_config(models))
+
+
+def model_server_config(models: Sequence[Model]) -> model_server_config_pb2.ModelServerConfig:
+    """The ModelServerConfig (model_config_list) of `models`, every listed version served."""
     config = model_server_config_pb2.ModelServerConfig()
     config_list = config.model_config_list
     config_list.SetInParent()
@@ -23,7 +28,7 @@ def model_config_text(models: Sequence[Model]) -> str:
             name=model.name, base_path=str(model.base_path), model_platform=MODEL_PLATFORM
         )
         entry.model_version_policy.specific.versions.extend(model.versions)
-    return text_format.MessageToString(config)
+    return config
 
 
 def batching_parameters_text(settings: Settings) -> str:

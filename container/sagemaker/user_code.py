@@ -79,16 +79,16 @@ class Handlers:
     source: str = "built-in"
 
 
-def load_handlers(code_dir: Path) -> Handlers:
+def load_handlers(code_dir: Path, module_name: str = "inference") -> Handlers:
     """Import code/inference.py (module name `inference`) the way the AWS container does."""
     path = code_dir / INFERENCE_FILE
     if not path.exists():
         return Handlers()
-    spec = importlib.util.spec_from_file_location("inference", path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise UserCodeError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["inference"] = module
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:

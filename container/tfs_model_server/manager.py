@@ -8,7 +8,9 @@ state of every version it has seen for GetModelStatus.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import enum
+import gc
 import logging
 import threading
 import time
@@ -122,6 +124,15 @@ def validate_config(configs: Sequence[ModelConfig]) -> None:
                 "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
                 "ModelServerConfig::model_platform."
             )
+
+
+def release_memory() -> None:
+    """Give an unloaded model's memory back to the system: collect its reference cycles,
+    then have glibc return free heap pages (its large tensors are on the heap once the
+    dynamic mmap threshold has grown, and would otherwise stay in the process)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 class ModelManager:
@@ -308,6 +319,8 @@ class ModelManager:
             servable, rec.servable = rec.servable, None
         if servable is not None:
             servable.close()
+            del servable
+            release_memory()
         with self._lock:
             rec.state, rec.error = State.END, None
             self._lock.notify_all()

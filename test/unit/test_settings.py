@@ -43,6 +43,7 @@ def test_defaults():
         "nginx_proxy_read_timeout_seconds": 60,
         "universal_bucket": None,
         "universal_prefix": None,
+        "mme_memory_reserve_mb": 256,
         "max_payload_in_mb": None,
         "batch_strategy": None,
         "max_concurrent_transforms": None,
@@ -270,7 +271,7 @@ def test_every_sagemaker_field_is_documented():
     documented = {name for name, _, _ in VARIABLES}
     envs = [f.metadata.get("env") for f in dataclasses.fields(Settings)]
     sagemaker_envs = {e for e in envs if e and e.startswith("SAGEMAKER_")}
-    assert len(sagemaker_envs) == 29
+    assert len(sagemaker_envs) == 30
     assert sagemaker_envs <= documented
     assert {e for e in envs if e} == documented
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]

@@ -1,0 +1,285 @@
+"""Multi-model endpoints: load, list, get and unload models on the running model servers.
+
+What is loaded lives in one JSON file (`models.json` in the state directory), changed only
+under an exclusive file lock, so every gunicorn worker (and serve, after a model server
+crash) sees one consistent list. A load or unload sends the whole new model list to every
+model server instance (HandleReloadConfigRequest) and answers once the versions are
+AVAILABLE, or gone; a failed load is taken back out before the error is answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import psutil
+
+from .handler_context import HandlerError
+from .model_client import ModelServerClient
+from .model_discovery import Model, find_model
+from .tfs_config import model_server_config
+
+log = logging.getLogger(__name__)
+
+MEMORY_FACTOR = 2.0  # loaded size / size on disk, a rough upper bound for SavedModels
+MAX_NAME_LENGTH = 1024
+LOCK_WAIT_SECONDS = 600.0
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+
+
+class MultiModelError(HandlerError):
+    """A load/unload/get answer other than 200: status and message for the JSON body."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model SageMaker loaded: its opaque name, url, and what the model servers call it."""
+
+    name: str
+    url: str
+    internal_name: str
+    base_path: str
+    versions: tuple[int, ...]
+
+    def as_model(self) -> Model:
+        return Model(self.internal_name, Path(self.base_path), self.versions)
+
+    @property
+    def code_dir(self) -> Path:
+        """The model's own code/ (inference.py, requirements.txt, lib/), if it has one."""
+        return Path(self.url) / "code"
+
+
+def internal_name(name: str) -> str:
+    """A model server name for any string SageMaker sends (names are opaque)."""
+    return "mme-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class Registry:
+    """The loaded models, in a JSON file shared by every process; writes under a lock."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "models.json"
+        self.lock_path = state_dir / "models.lock"
+
+    @contextlib.contextmanager
+    def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise MultiModelError(
+                            "Another load or unload is still running; try again", 503
+                        ) from None
+                    time.sleep(0.02)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def read(self) -> dict[str, LoadedModel]:
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        return {
+            item["name"]: LoadedModel(**{**item, "versions": tuple(item["versions"])})
+            for item in doc["models"]
+        }
+
+    def write(self, models: dict[str, LoadedModel]) -> None:
+        """Replace the file atomically (readers never see half of it); hold the lock."""
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"models": [asdict(m) for m in models.values()]}))
+        os.replace(tmp, self.path)
+
+
+class MultiModelManager:
+    """The /models API over the registry and the model server instances."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        client: ModelServerClient,
+        model_root: Path,
+        load_timeout_seconds: float,
+        memory_reserve_bytes: int,
+    ) -> None:
+        self.registry = registry
+        self.client = client
+        self.model_root = model_root.resolve()
+        self.load_timeout_seconds = load_timeout_seconds
+        self.memory_reserve_bytes = memory_reserve_bytes
+
+    # ----- reads (no lock: the file is replaced atomically) ----------------------------------
+    def get(self, name: str) -> LoadedModel:
+        model = self.registry.read().get(name)
+        if model is None:
+            raise MultiModelError(f"Model {name} is not loaded", 404)
+        return model
+
+    def page(self, limit: int, token: str | None) -> tuple[list[LoadedModel], str | None]:
+        """Models sorted by name from `token` (an offset), at most `limit`; the next token."""
+        start = 0
+        if token:
+            if not token.isdigit():
+                raise MultiModelError(f"Invalid next_page_token: {token!r}", 400)
+            start = int(token)
+        models = sorted(self.registry.read().values(), key=lambda m: m.name)
+        chunk = models[start : start + limit]
+        more = start + limit < len(models)
+        return chunk, str(start + limit) if more else None
+
+    # ----- changes (under the lock) -----------------------------------------------------------
+    def load(self, name: str, url: str) -> LoadedModel:
+        check_name(name)
+        base = self._model_url(url)
+        with self.registry.locked():
+            models = self.registry.read()
+            if name in models:
+                raise MultiModelError(f"Model {name} is already loaded", 409)
+            found = find_model(base, internal_name(name))
+            if found is None:
+                raise MultiModelError(
+                    f"Could not find a valid SavedModel version under {url} for model {name}",
+                    404,
+                )
+            self._check_memory(name, found)
+            model = LoadedModel(
+                name, str(base), found.name, str(found.base_path), tuple(found.versions)
+            )
+            deadline = time.monotonic() + self.load_timeout_seconds
+            try:
+                self._apply([*models.values(), model], deadline)
+                self._wait(model, deadline, available=True)
+            except MultiModelError as exc:
+                log.warning("loading %s failed: %s; taking it back out", name, exc.message)
+                with contextlib.suppress(MultiModelError):
+                    self._apply(list(models.values()), time.monotonic() + 60)
+                raise
+            models[name] = model
+            self.registry.write(models)
+        log.info("loaded model %s from %s as %s %s", name, url, model.internal_name, model.versions)
+        return model
+
+    def unload(self, name: str) -> None:
+        with self.registry.locked():
+            models = self.registry.read()
+            model = models.pop(name, None)
+            if model is None:
+                raise MultiModelError(f"Model {name} is not loaded", 404)
+            deadline = time.monotonic() + self.load_timeout_seconds
+            self.registry.write(models)  # invocations see it gone from now on
+            self._apply(list(models.values()), deadline)
+            self._wait(model, deadline, available=False)
+        log.info("unloaded model %s (%s)", name, model.internal_name)
+
+    def forget_all(self) -> list[str]:
+        """After a model server crash: everything counts as unloaded (SageMaker reloads on
+        the next invoke's 404), and the surviving instances drop their models."""
+        with self.registry.locked():
+            names = list(self.registry.read())
+            self.registry.write({})
+            with contextlib.suppress(MultiModelError):
+                self._apply([], time.monotonic() + 30, skip_unreachable=True)
+        return names
+
+    # ----- helpers -----------------------------------------------------------------------------
+    def _model_url(self, url: str) -> Path:
+        if not isinstance(url, str) or not url or "\x00" in url:
+            raise MultiModelError("url must be a non-empty path", 400)
+        path = Path(url)
+        if not path.is_absolute():
+            path = self.model_root / path
+        resolved = path.resolve()
+        if resolved != self.model_root and self.model_root not in resolved.parents:
+            raise MultiModelError(
+                f"url {url} is outside the model directory {self.model_root}", 400
+            )
+        if not resolved.is_dir():
+            raise MultiModelError(f"Could not find a model directory at {url}", 404)
+        return resolved
+
+    def _check_memory(self, name: str, model: Model) -> None:
+        size = sum(
+            f.stat().st_size
+            for version in model.versions
+            for f in (model.base_path / str(version)).rglob("*")
+            if f.is_file()
+        )
+        needed = int(size * MEMORY_FACTOR)
+        available = psutil.virtual_memory().available - self.memory_reserve_bytes
+        if needed > available:
+            raise MultiModelError(
+                f"Not enough memory to load model {name}: it needs about {needed >> 20} MiB "
+                f"and {max(0, available) >> 20} MiB are free",
+                507,
+            )
+
+    def _apply(
+        self, models: Sequence[LoadedModel], deadline: float, skip_unreachable: bool = False
+    ) -> None:
+        """Send the model list to every model server instance (each waits for its loads)."""
+        config = model_server_config([m.as_model() for m in models]).SerializeToString()
+        for index in range(len(self.client.grpc_ports)):
+            try:
+                message = self.client.reload_config(index, config, deadline)
+            except HandlerError as exc:
+                if skip_unreachable:
+                    continue
+                message = f"The model server did not apply the models: {exc}"
+                raise MultiModelError(message, 503) from None
+            if message is not None:
+                status = 507 if "RESOURCE_EXHAUSTED" in message or "memory" in message else 500
+                raise MultiModelError(
+                    f"The model server could not load the model: {message}", status
+                )
+
+    def _wait(self, model: LoadedModel, deadline: float, available: bool) -> None:
+        """Until every version is AVAILABLE (or the model is gone) on every instance."""
+        pending = set(range(len(self.client.rest_ports)))
+        while pending:
+            for index in sorted(pending):
+                states = self.client.version_states(index, model.internal_name, deadline)
+                done = (
+                    all(states.get(v) == "AVAILABLE" for v in model.versions)
+                    if available
+                    else all(state == "END" for state in states.values())
+                )
+                if done:
+                    pending.discard(index)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                what = "become AVAILABLE" if available else "unload"
+                raise MultiModelError(
+                    f"Model {model.name} did not {what} within {self.load_timeout_seconds:g}s",
+                    504 if available else 500,
+                )
+            time.sleep(0.05)
+
+
+def check_name(name: object) -> None:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
+        raise MultiModelError(
+            f"model_name must be a non-empty string of at most {MAX_NAME_LENGTH} characters", 400
+        )
+    if any(ord(c) < 32 for c in name):
+        raise MultiModelError("model_name must not contain control characters", 400)
+    if any(segment in (".", "..") for segment in name.replace("\\", "/").split("/")):
+        raise MultiModelError(
+            f"model_name {name!r} tries to leave its directory ('.' or '..' path segments)", 400
+        )

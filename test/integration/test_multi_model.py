@@ -1,0 +1,300 @@
+"""Multi-model endpoints through the whole native stack: the /models API, invocations, hostile
+names, concurrency across two gunicorn workers, a crashed model server, memory."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote
+
+import psutil
+import pytest
+import requests
+from conftest import serve_stack
+
+MME = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_GUNICORN_WORKERS": "2"}
+INFERENCE = """
+def input_handler(data, context):
+    return data.read()
+
+
+def output_handler(response, context):
+    return b'{"handled_by": "%s", "tfs": ' + response.content + b"}", "application/json"
+"""
+
+
+@pytest.fixture(scope="module")
+def model_root(tmp_path_factory) -> Path:
+    """m0..m19: copies of half_plus_three (the SavedModel under <url>/<name>/1, as SageMaker
+    unpacks a model.tar.gz); `coded` with its own inference.py; `broken`: a version whose
+    SavedModel does not load; `empty`: no version at all."""
+    import example_models as em
+
+    root = tmp_path_factory.mktemp("mme_models")
+    template = root / "template"
+    em.half_plus_three_tf1(template / "half_plus_three", versions=(1,))
+    for i in range(20):
+        shutil.copytree(template, root / f"m{i}" / "model")
+    shutil.copytree(template, root / "coded")
+    (root / "coded" / "code").mkdir()
+    (root / "coded" / "code" / "inference.py").write_text(INFERENCE % "coded")
+    (root / "broken" / "1").mkdir(parents=True)
+    (root / "broken" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    (root / "empty").mkdir()
+    (root / "code").mkdir()
+    (root / "code" / "inference.py").write_text(INFERENCE % "universal")
+    shutil.rmtree(template)
+    return root
+
+
+@pytest.fixture(scope="module")
+def mme(model_root, tmp_path_factory):
+    with serve_stack(model_root, tmp_path_factory.mktemp("mme_stack"), MME) as server:
+        yield server
+
+
+def load(server, name: str, url: str) -> requests.Response:
+    return requests.post(f"{server.url}/models", json={"model_name": name, "url": url}, timeout=120)
+
+
+def path(name: str) -> str:
+    return "/models/" + quote(name, safe="")
+
+
+def invoke(server, name: str, body: str = '{"instances": [1.0, 2.0]}') -> requests.Response:
+    return requests.post(f"{server.url}{path(name)}/invoke", data=body, timeout=60)
+
+
+def unload(server, name: str) -> requests.Response:
+    return requests.delete(f"{server.url}{path(name)}", timeout=120)
+
+
+def listed(server) -> dict[str, str]:
+    models, token = {}, None
+    while True:
+        params = {"limit": 3, **({"next_page_token": token} if token else {})}
+        doc = requests.get(f"{server.url}/models", params=params, timeout=10).json()
+        models.update({m["modelName"]: m["modelUrl"] for m in doc["models"]})
+        token = doc.get("nextPageToken")
+        if token is None:
+            return models
+
+
+def test_lifecycle(mme, model_root):
+    assert requests.get(f"{mme.url}/ping", timeout=5).status_code == 200
+    reply = load(mme, "life", str(model_root / "m0"))
+    assert reply.status_code == 200, reply.text
+    url = str(model_root / "m0")
+    assert listed(mme)["life"] == url
+    got = requests.get(f"{mme.url}/models/life", timeout=10)
+    assert got.json() == {"modelName": "life", "modelUrl": url}
+    # no code of its own: the universal code dir's handlers
+    assert invoke(mme, "life").json() == {
+        "handled_by": "universal",
+        "tfs": {"predictions": [3.5, 4.0]},
+    }
+    assert load(mme, "life", url).status_code == 409
+    assert unload(mme, "life").status_code == 200
+    assert invoke(mme, "life").status_code == 404
+    assert requests.get(f"{mme.url}/models/life", timeout=10).status_code == 404
+    assert unload(mme, "life").status_code == 404
+    assert "life" not in listed(mme)
+
+
+def test_a_models_own_code_wins(mme, model_root):
+    assert load(mme, "coded", str(model_root / "coded")).status_code == 200
+    assert invoke(mme, "coded").json()["handled_by"] == "coded"
+    assert unload(mme, "coded").status_code == 200
+
+
+@pytest.mark.parametrize("name", ["a/b/c", "..a", "über model", "x" * 300, "a%2Fb", "m.tar.gz"])
+def test_names_are_opaque(mme, model_root, name):
+    assert load(mme, name, str(model_root / "m1")).status_code == 200
+    assert requests.get(f"{mme.url}{path(name)}", timeout=10).json()["modelName"] == name
+    assert invoke(mme, name).json()["tfs"] == {"predictions": [3.5, 4.0]}
+    assert unload(mme, name).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        ({"model_name": "x", "url": "/etc"}, 400, "outside the model directory"),
+        ({"model_name": "x", "url": "../.."}, 400, "outside the model directory"),
+        ({"model_name": "x", "url": "m0/../../.."}, 400, "outside the model directory"),
+        ({"model_name": "x", "url": "nope"}, 404, "Could not find a model directory"),
+        ({"model_name": "x", "url": "empty"}, 404, "Could not find a valid SavedModel"),
+        ({"model_name": "x\n", "url": "m0"}, 400, "control characters"),
+        ({"model_name": "../../etc/passwd", "url": "m0"}, 400, "tries to leave"),
+        ({"model_name": "a/../b", "url": "m0"}, 400, "tries to leave"),
+        ({"model_name": "..", "url": "m0"}, 400, "tries to leave"),
+        ({"model_name": "a\\..\\b", "url": "m0"}, 400, "tries to leave"),
+        ({"model_name": "", "url": "m0"}, 400, "non-empty"),
+        ({"url": "m0"}, 400, "Missing model_name"),
+        ({"model_name": 7, "url": "m0"}, 400, "strings"),
+        ([1, 2], 400, "JSON object"),
+    ],
+)
+def test_bad_load_requests_are_4xx_json(mme, body, status, fragment):
+    reply = requests.post(f"{mme.url}/models", json=body, timeout=30)
+    assert reply.status_code == status, reply.text
+    assert fragment in reply.json()["error"]
+
+
+def test_bad_json_limit_and_token_are_400(mme):
+    reply = requests.post(f"{mme.url}/models", data=b"{nope", timeout=30)
+    assert reply.status_code == 400 and "not valid JSON" in reply.json()["error"]
+    for params in ({"limit": "0"}, {"limit": "x"}, {"next_page_token": "abc"}):
+        assert requests.get(f"{mme.url}/models", params=params, timeout=10).status_code == 400
+
+
+def test_load_by_query_parameters_and_invocations_is_400(mme, model_root):
+    reply = requests.post(
+        f"{mme.url}/models",
+        params={"model_name": "q", "url": str(model_root / "m2")},
+        timeout=120,
+    )
+    assert reply.status_code == 200, reply.text
+    assert unload(mme, "q").status_code == 200
+    reply = requests.post(f"{mme.url}/invocations", data="1.0", timeout=10)
+    assert reply.status_code == 400 and "/models/<name>/invoke" in reply.json()["error"]
+
+
+def test_a_model_that_fails_to_load_leaves_nothing_behind(mme, model_root):
+    reply = load(mme, "broken", str(model_root / "broken"))
+    assert reply.status_code == 500, reply.text
+    assert "broken" in reply.json()["error"] or "load" in reply.json()["error"]
+    assert "broken" not in listed(mme)
+    assert invoke(mme, "broken").status_code == 404
+    assert load(mme, "after-broken", str(model_root / "m3")).status_code == 200
+    assert invoke(mme, "after-broken").status_code == 200
+    assert unload(mme, "after-broken").status_code == 200
+
+
+def test_two_simultaneous_loads_of_one_model_give_one_200_and_one_409(mme, model_root):
+    barrier = threading.Barrier(2)
+
+    def attempt() -> int:
+        barrier.wait()
+        return load(mme, "twice", str(model_root / "m4")).status_code
+
+    with ThreadPoolExecutor(2) as pool:
+        statuses = sorted(pool.map(lambda _: attempt(), range(2)))
+    assert statuses == [200, 409]
+    assert unload(mme, "twice").status_code == 200
+
+
+def test_fifty_concurrent_mixed_operations_over_ten_models(mme, model_root):
+    names = [f"c{i}" for i in range(10)]
+    rng = random.Random(7)
+    operations = [(rng.choice(["load", "unload", "invoke", "get"]), rng.choice(names))
+                  for _ in range(50)]  # fmt: skip
+    allowed = {"load": {200, 409}, "unload": {200, 404}, "invoke": {200, 404}, "get": {200, 404}}
+
+    def run(op: tuple[str, str]) -> tuple[str, int, str]:
+        kind, name = op
+        i = names.index(name)
+        if kind == "load":
+            reply = load(mme, name, str(model_root / f"m{i}"))
+        elif kind == "unload":
+            reply = unload(mme, name)
+        elif kind == "invoke":
+            reply = invoke(mme, name)
+        else:
+            reply = requests.get(f"{mme.url}/models/{name}", timeout=30)
+        return kind, reply.status_code, reply.text
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(run, operations))
+    for kind, status, text in results:
+        assert status in allowed[kind], (kind, status, text)
+    # one consistent view: list, get and invoke agree for every model, from any worker
+    loaded = set(listed(mme))
+    for name in names:
+        for _ in range(2):  # two workers: ask more than once
+            get = requests.get(f"{mme.url}/models/{name}", timeout=10).status_code
+            assert get == (200 if name in loaded else 404)
+            assert invoke(mme, name).status_code == get
+    for name in loaded:
+        assert unload(mme, name).status_code == 200
+
+
+def _model_server_rss(server) -> int:
+    children = psutil.Process(server.proc.pid).children(recursive=True)
+    return sum(p.memory_info().rss for p in children if "model-server" in " ".join(p.cmdline()))
+
+
+@pytest.fixture(scope="module")
+def heavy_root(model_root) -> Path:
+    """h0..h19 under the model root: SavedModels holding 20 MB of weights each."""
+    import tensorflow as tf
+
+    module = tf.Module()
+    module.w = tf.Variable(tf.random.uniform([5_000_000], seed=1))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def serve(x):
+        return {"y": x + tf.reduce_sum(module.w[:4])}
+
+    first = model_root / "h0" / "model" / "1"
+    tf.saved_model.save(module, str(first), signatures={"serving_default": serve})
+    for i in range(1, 20):
+        shutil.copytree(model_root / "h0", model_root / f"h{i}")
+    return model_root
+
+
+def test_memory_returns_after_loading_and_unloading_twenty_models(mme, heavy_root):
+    for i in range(2):  # warm up: the first loads grow the runtime once
+        assert load(mme, f"warm{i}", str(heavy_root / f"h{i}")).status_code == 200
+        assert unload(mme, f"warm{i}").status_code == 200
+    before = _model_server_rss(mme)
+    for i in range(20):
+        assert load(mme, f"mem{i}", str(heavy_root / f"h{i}")).status_code == 200
+    peak = _model_server_rss(mme)
+    for i in range(20):
+        assert unload(mme, f"mem{i}").status_code == 200
+    after = _model_server_rss(mme)
+    print(f"model server RSS: before {before >> 20} MiB, 20 loaded {peak >> 20} MiB, "
+          f"after unloading {after >> 20} MiB")  # fmt: skip
+    assert peak - before > 300 << 20  # the 20 x 20 MB of weights were really loaded
+    assert abs(after - before) <= 0.10 * before, (before, peak, after)
+
+
+def test_not_enough_memory_is_507_and_leaves_nothing(model_root, tmp_path_factory):
+    env = {**MME, "SAGEMAKER_MME_MEMORY_RESERVE_MB": str(1 << 30)}
+    with serve_stack(model_root, tmp_path_factory.mktemp("mme_507"), env) as server:
+        reply = load(server, "big", str(model_root / "m0"))
+        assert reply.status_code == 507, reply.text
+        assert "Not enough memory" in reply.json()["error"]
+        assert listed(server) == {}
+
+
+def test_a_killed_model_server_unloads_its_models(model_root, tmp_path_factory):
+    with serve_stack(model_root, tmp_path_factory.mktemp("mme_crash"), MME) as server:
+        assert load(server, "survivor", str(model_root / "m5")).status_code == 200
+        assert invoke(server, "survivor").status_code == 200
+        (victim,) = [
+            p
+            for p in psutil.Process(server.proc.pid).children(recursive=True)
+            if "model-server" in " ".join(p.cmdline())
+        ]
+        os.kill(victim.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and invoke(server, "survivor").status_code != 404:
+            time.sleep(0.2)
+        assert invoke(server, "survivor").status_code == 404
+        assert listed(server) == {}
+        # SageMaker loads it again once the model server is back
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            reply = load(server, "survivor", str(model_root / "m5"))
+            if reply.status_code == 200:
+                break
+            time.sleep(0.5)
+        assert reply.status_code == 200, reply.text
+        assert invoke(server, "survivor").status_code == 200
