@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -275,3 +276,21 @@ def docker_serve(
         yield server
     finally:
         server.stop()
+
+
+def tiny_wheel(directory: Path) -> None:
+    """A minimal pure-Python wheel `tinypkg` 1.0 (so the test needs no network)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "tinypkg-1.0-py3-none-any.whl"
+    files = {
+        "tinypkg/__init__.py": "VALUE = 42\n",
+        "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+        "tinypkg-1.0.dist-info/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
+    }
+    record = "".join(f"{name},,\n" for name in files) + "tinypkg-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, text in files.items():
+            wheel.writestr(name, text)
+        wheel.writestr("tinypkg-1.0.dist-info/RECORD", record)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import psutil
 import pytest
 import requests
-from conftest import serve_stack
+from conftest import serve_stack, tiny_wheel
 
 MME = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_GUNICORN_WORKERS": "2"}
 INFERENCE = """
@@ -26,6 +26,15 @@ def input_handler(data, context):
 
 def output_handler(response, context):
     return b'{"handled_by": "%s", "tfs": ' + response.content + b"}", "application/json"
+"""
+
+
+TINYPKG_INFERENCE = """
+import tinypkg  # from the model's own requirements.txt, installed at load
+
+
+def output_handler(response, context):
+    return b'{"tinypkg": %d}' % tinypkg.VALUE, "application/json"
 """
 
 
@@ -47,6 +56,14 @@ def model_root(tmp_path_factory) -> Path:
     (root / "broken" / "1").mkdir(parents=True)
     (root / "broken" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
     (root / "empty").mkdir()
+    shutil.copytree(template, root / "reqs")
+    (root / "reqs" / "code").mkdir()
+    (root / "reqs" / "code" / "inference.py").write_text(TINYPKG_INFERENCE)
+    tiny_wheel(root / "reqs" / "code" / "wheelhouse")
+    (root / "reqs" / "code" / "requirements.txt").write_text("tinypkg==1.0\n")
+    shutil.copytree(template, root / "badreqs")
+    (root / "badreqs" / "code").mkdir()
+    (root / "badreqs" / "code" / "requirements.txt").write_text("no-such-package-anywhere==9\n")
     (root / "code").mkdir()
     (root / "code" / "inference.py").write_text(INFERENCE % "universal")
     shutil.rmtree(template)
@@ -55,7 +72,8 @@ def model_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def mme(model_root, tmp_path_factory):
-    with serve_stack(model_root, tmp_path_factory.mktemp("mme_stack"), MME) as server:
+    stack = tmp_path_factory.mktemp("mme_stack")
+    with serve_stack(model_root, stack, MME, instances=2) as server:
         yield server
 
 
@@ -111,6 +129,15 @@ def test_a_models_own_code_wins(mme, model_root):
     assert load(mme, "coded", str(model_root / "coded")).status_code == 200
     assert invoke(mme, "coded").json()["handled_by"] == "coded"
     assert unload(mme, "coded").status_code == 200
+
+
+def test_a_models_requirements_are_installed_at_load(mme, model_root):
+    assert load(mme, "reqs", str(model_root / "reqs")).status_code == 200
+    assert invoke(mme, "reqs").json() == {"tinypkg": 42}
+    assert unload(mme, "reqs").status_code == 200
+    reply = load(mme, "badreqs", str(model_root / "badreqs"))
+    assert reply.status_code == 400 and "pip install" in reply.json()["error"], reply.text
+    assert "badreqs" not in listed(mme)
 
 
 @pytest.mark.parametrize("name", ["a/b/c", "..a", "über model", "x" * 300, "a%2Fb", "m.tar.gz"])

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import textwrap
 import time
-import zipfile
-from pathlib import Path
 
 import pytest
 import requests
-from conftest import serve_stack
+from conftest import serve_stack, tiny_wheel
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -60,24 +58,6 @@ def handler(data, context):
 """
 
 
-def _tiny_wheel(directory: Path) -> None:
-    """A minimal pure-Python wheel `tinypkg` 1.0 (so the test needs no network)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "tinypkg-1.0-py3-none-any.whl"
-    files = {
-        "tinypkg/__init__.py": "VALUE = 42\n",
-        "tinypkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
-        "tinypkg-1.0.dist-info/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = "".join(f"{name},,\n" for name in files) + "tinypkg-1.0.dist-info/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as wheel:
-        for name, text in files.items():
-            wheel.writestr(name, text)
-        wheel.writestr("tinypkg-1.0.dist-info/RECORD", record)
-
-
 @pytest.fixture(scope="module")
 def classic(tmp_path_factory):
     import example_models as em
@@ -89,7 +69,7 @@ def classic(tmp_path_factory):
     (code / "lib").mkdir(parents=True)
     (code / "inference.py").write_text(textwrap.dedent(CLASSIC))
     (code / "lib" / "helper_from_lib.py").write_text("NAME = 'from lib'\n")
-    _tiny_wheel(code / "wheelhouse")
+    tiny_wheel(code / "wheelhouse")
     (code / "requirements.txt").write_text("tinypkg==1.0\n")
     env = {
         "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "4",
