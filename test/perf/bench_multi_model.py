@@ -1,0 +1,112 @@
+"""Multi-model endpoint benchmark: load time of a small model, and invoke requests/s in
+multi-model mode against single-model mode for the same model, in one run.
+
+half_plus_three (`{"instances": [1.0, 2.0, 5.0]}`): (a) POST /models + DELETE, timed, N times;
+(b) POST /models/<name>/invoke at concurrency 16 on a multi-model stack; (c) POST
+/invocations at concurrency 16 on a single-model stack (the njs fast path). Prints the load
+time (median, p90) and the ratio (b)/(c); writes perf-results/multi_model.json.
+
+    .venv/bin/python test/perf/bench_multi_model.py [--seconds 5] [--loads 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import example_models as em
+import requests
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
+from bench_container import BODY, MODEL, WARMUP_REQUESTS, Failures, preflight, rest_worker
+from conftest import serve_stack
+from loadgen import run_load
+
+CONCURRENCY = 16
+
+
+def measure(port: int, path: str, seconds: float) -> dict:
+    failures = Failures()
+    result = run_load(
+        rest_worker(port, path, BODY, failures), CONCURRENCY, seconds, WARMUP_REQUESTS
+    )
+    if failures.count:
+        raise SystemExit(f"{failures.count} requests failed: {failures.samples}")
+    return result.as_dict()
+
+
+def load_times(url: str, model_url: Path, count: int) -> list[float]:
+    times = []
+    for i in range(count):
+        started = time.perf_counter()
+        reply = requests.post(
+            f"{url}/models", json={"model_name": f"t{i}", "url": str(model_url)}, timeout=300
+        )
+        times.append(time.perf_counter() - started)
+        if reply.status_code != 200:
+            raise SystemExit(f"load failed: {reply.status_code} {reply.text}")
+        requests.delete(f"{url}/models/t{i}", timeout=300).raise_for_status()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--loads", type=int, default=20)
+    parser.add_argument("--out", default="perf-results/multi_model.json")
+    args = parser.parse_args()
+    report: dict = {"host_cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        single = tmp / "single"
+        em.half_plus_three_tf1(single / MODEL, versions=(1,))
+        multi = tmp / "multi"
+        em.half_plus_three_tf1(multi / "m" / "model" / MODEL, versions=(1,))
+        (tmp / "run-multi").mkdir()
+        (tmp / "run-single").mkdir()
+        env = {"SAGEMAKER_MULTI_MODEL": "true"}
+        with serve_stack(multi, tmp / "run-multi", env) as server:
+            times = load_times(server.url, multi / "m", args.loads)
+            report["load_seconds"] = {
+                "count": len(times),
+                "median": round(statistics.median(times), 4),
+                "p90": round(sorted(times)[int(0.9 * (len(times) - 1))], 4),
+            }
+            reply = requests.post(
+                f"{server.url}/models", json={"model_name": MODEL, "url": "m"}, timeout=300
+            )
+            reply.raise_for_status()
+            path = f"/models/{MODEL}/invoke"
+            preflight(server.port, path)
+            report["multi_model"] = measure(server.port, path, args.seconds)
+        with serve_stack(single, tmp / "run-single", {}) as server:
+            preflight(server.port, "/invocations")
+            report["single_model"] = measure(server.port, "/invocations", args.seconds)
+    ratio = round(report["multi_model"]["rps"] / report["single_model"]["rps"], 3)
+    report["ratio_c16_multi_over_single"] = ratio
+    load = report["load_seconds"]
+    print(f"load time of {MODEL}: median {load['median'] * 1000:.0f} ms, p90 "
+          f"{load['p90'] * 1000:.0f} ms over {load['count']} loads")  # fmt: skip
+    print(
+        f"c={CONCURRENCY}: multi-model invoke {report['multi_model']['rps']:.1f} req/s, "
+        f"single-model /invocations {report['single_model']['rps']:.1f} req/s, ratio {ratio:.2f}"
+    )
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
