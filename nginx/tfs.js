@@ -558,7 +558,7 @@ async function ping(r) {
         });
         var replies = await Promise.all(checks);
         for (var k = 0; k < replies.length; k++) {
-            var isModel = targets[k].startsWith('/_instance/');
+            var isModel = targets[k].startsWith('/_instance/') && targets[k].indexOf('/v1/models/') > 0;
             if (isModel ? !modelAvailable(replies[k]) : replies[k].status !== 200) {
                 sendError(r, 503, 'Not ready: ' + targets[k] + ' answered ' + replies[k].status);
                 return;

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+import requests
 from tfs_model_server.process import ModelServerProcess, terminate
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -294,3 +297,32 @@ def tiny_wheel(directory: Path) -> None:
         for name, text in files.items():
             wheel.writestr(name, text)
         wheel.writestr("tinypkg-1.0.dist-info/RECORD", record)
+
+
+@pytest.fixture(scope="session")
+def s3_url(tmp_path_factory) -> Iterator[str]:
+    """moto's S3-compatible server on a free loopback port, always stopped."""
+    moto = VENV_BIN / "moto_server"
+    if not moto.exists():
+        pytest.skip("moto[server] is not installed (pip install -e '.[dev]')")
+    port, _ = free_port_range(1)
+    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(requests.RequestException):
+                if requests.get(f"{url}/moto-api/", timeout=2).status_code < 500:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"moto_server did not start on {url}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

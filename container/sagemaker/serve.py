@@ -49,6 +49,7 @@ from .service_process import ServiceProcess, mme_state_dir, service_process
 from .settings import Settings, SettingsError
 from .supervisor import Child, Supervisor, stop_all
 from .tfs_config import batching_parameters_text, model_config_text
+from .universal_code import UniversalCodeError
 from .user_code import UserCodeError
 
 log = logging.getLogger("serve")
@@ -361,6 +362,7 @@ def run(args: argparse.Namespace) -> int:
         NginxSetupError,
         StartupError,
         UserCodeError,
+        UniversalCodeError,
         OSError,
     ) as exc:
         log.error("cannot start: %s", exc)

@@ -16,6 +16,7 @@ from .front_metrics import bind_socket
 from .python_service import ServiceConfig
 from .settings import Settings, SettingsError
 from .supervisor import Child
+from .universal_code import download_universal_code
 from .user_code import LIB_DIR, has_user_code, install_requirements
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,10 @@ def service_process(
             "SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent is not installed (use gthread or sync)"
         )
     code_dir = model_dir / "code"
+    if settings.universal_bucket and settings.universal_prefix:
+        code_dir = download_universal_code(
+            settings.universal_bucket, settings.universal_prefix, run_dir / "universal-code"
+        )
     user_code = has_user_code(code_dir) or settings.multi_model
     python_paths = []
     if user_code:

@@ -5,7 +5,6 @@ two containers sharing a job; retries against a flaky HTTP server; S3 through mo
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import json
 import os
@@ -21,7 +20,7 @@ from pathlib import Path
 import example_models as em
 import pytest
 import requests
-from conftest import REPO, VENV_BIN, free_port_range, serve_stack
+from conftest import REPO, serve_stack
 from tfs_batch_transform import JobConfig, JobSummary, run_job
 from tfs_batch_transform.framing import frame_tfrecord
 from tfs_batch_transform.job import FAILURE_REPORT
@@ -461,35 +460,6 @@ def test_5xx_is_retried_and_4xx_fails_the_file(flaky, tmp_path, monkeypatch):
 
 
 # ----- S3 through moto's server -------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def s3_url(tmp_path_factory) -> Iterator[str]:
-    """moto's S3-compatible server on a free loopback port, always stopped."""
-    moto = VENV_BIN / "moto_server"
-    if not moto.exists():
-        pytest.skip("moto[server] is not installed (pip install -e '.[dev]')")
-    port, _ = free_port_range(1)
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(requests.RequestException):
-                if requests.get(f"{url}/moto-api/", timeout=2).status_code < 500:
-                    break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"moto_server did not start on {url}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def test_s3_input_and_output(hp3, s3_url, monkeypatch):

@@ -325,3 +325,23 @@ def test_a_killed_model_server_unloads_its_models(model_root, tmp_path_factory):
             time.sleep(0.5)
         assert reply.status_code == 200, reply.text
         assert invoke(server, "survivor").status_code == 200
+
+
+def test_universal_code_from_s3(model_root, tmp_path_factory, s3_url, monkeypatch):
+    import boto3
+
+    credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3_url}  # fmt: skip
+    for name, value in credentials.items():
+        monkeypatch.setenv(name, value)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="code-bucket")
+    s3.put_object(Bucket="code-bucket", Key="shared/code/inference.py", Body=INFERENCE % "from-s3")
+    env = {
+        **MME,
+        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "code-bucket",
+        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "shared/code",
+    }
+    with serve_stack(model_root, tmp_path_factory.mktemp("mme_s3"), env) as server:
+        assert load(server, "s3", str(model_root / "m6")).status_code == 200
+        assert invoke(server, "s3").json()["handled_by"] == "from-s3"
