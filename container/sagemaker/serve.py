@@ -55,6 +55,7 @@ from .user_code import UserCodeError
 log = logging.getLogger("serve")
 
 DEFAULT_MODEL_DIR = Path("/opt/ml/model")
+MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model endpoint models
 SHUTDOWN_GRACE_SECONDS = 20  # nginx drains in-flight requests; SageMaker kills at 30 s
 DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
 RESPONSE_BUFFER_BYTES = 100 * 1024 * 1024
@@ -92,7 +93,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "command", nargs="?", default="serve", choices=["serve"], help=argparse.SUPPRESS
     )
     parser.add_argument(
-        "--model-dir", type=Path, default=DEFAULT_MODEL_DIR, help="default: %(default)s"
+        "--model-dir",
+        type=Path,
+        default=None,
+        help=f"default: {DEFAULT_MODEL_DIR} ({MULTI_MODEL_DIR} on a multi-model endpoint)",
     )
     parser.add_argument(
         "--run-dir",
@@ -355,6 +359,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env()
         log_setup.configure("INFO", settings.log_format)
+        if args.model_dir is None:
+            args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
         stack = build_stack(args, settings)
     except (
         SettingsError,
