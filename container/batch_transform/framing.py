@@ -14,7 +14,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import crc32c
+from sagemaker_serving.payloads import frame_tfrecord, masked_crc32c
+
+__all__ = ["FramingError", "Record", "frame_recordio", "frame_tfrecord", "split_records"]
 
 SPLIT_TYPES = ("None", "Line", "RecordIO", "TFRecord")
 
@@ -22,7 +24,6 @@ RECORDIO_MAGIC = 0xCED7230A
 _RECORDIO_LENGTH_MASK = (1 << 29) - 1
 _U32 = struct.Struct("<I")
 _TFRECORD_HEADER = struct.Struct("<QI")
-_CRC_MASK_DELTA = 0xA282EAD8
 
 
 class FramingError(ValueError):
@@ -71,18 +72,6 @@ def _lines(data: bytes) -> list[bytes]:
     if parts[-1]:
         lines.append(parts[-1])
     return lines
-
-
-def masked_crc32c(data: bytes | memoryview) -> int:
-    """TFRecord's masked CRC-32C."""
-    crc = crc32c.crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
-
-
-def frame_tfrecord(payload: bytes) -> bytes:
-    """One TFRecord frame: uint64 length, masked CRC of it, the payload, masked CRC of it."""
-    length = struct.pack("<Q", len(payload))
-    return length + _U32.pack(masked_crc32c(length)) + payload + _U32.pack(masked_crc32c(payload))
 
 
 def _split_tfrecord(data: bytes) -> list[Record]:

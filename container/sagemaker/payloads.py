@@ -36,6 +36,7 @@ __all__ = [
     "encode_document",
     "encode_response",
     "frame_tfrecord",
+    "masked_crc32c",
     "media_type",
     "prediction_rows",
     "signature_inputs",
@@ -511,7 +512,8 @@ _HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
 
 
-def _masked_crc(data: bytes | memoryview) -> int:
+def masked_crc32c(data: bytes | memoryview) -> int:
+    """TFRecord's masked CRC-32C."""
     crc = crc32c.crc32c(data)
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
@@ -519,7 +521,7 @@ def _masked_crc(data: bytes | memoryview) -> int:
 def frame_tfrecord(record: bytes) -> bytes:
     """One TFRecord frame: uint64 length, masked CRC-32C of it, the data, masked CRC-32C of it."""
     length = struct.pack("<Q", len(record))
-    return length + _U32.pack(_masked_crc(length)) + record + _U32.pack(_masked_crc(record))
+    return length + _U32.pack(masked_crc32c(length)) + record + _U32.pack(masked_crc32c(record))
 
 
 def split_tfrecords(body: bytes) -> list[bytes] | None:
@@ -536,7 +538,7 @@ def split_tfrecords(body: bytes) -> list[bytes] | None:
         if size - pos < 16:
             return None
         length, length_crc = _HEADER.unpack_from(view, pos)
-        if _masked_crc(view[pos : pos + 8]) != length_crc:
+        if masked_crc32c(view[pos : pos + 8]) != length_crc:
             return None
         start = pos + 12
         end = start + length
@@ -548,7 +550,7 @@ def split_tfrecords(body: bytes) -> list[bytes] | None:
         return None
     records = []
     for index, (start, end, data_crc) in enumerate(spans):
-        if _masked_crc(view[start:end]) != data_crc:
+        if masked_crc32c(view[start:end]) != data_crc:
             raise PayloadError(400, f"Corrupt TFRecord: record {index}: data CRC mismatch")
         records.append(body[start:end])
     return records

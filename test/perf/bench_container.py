@@ -40,7 +40,7 @@ import example_models as em
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
 from conftest import serve_stack
-from loadgen import run_load
+from loadgen import run_load, write_report
 
 MODEL = "half_plus_three"
 BODY = json.dumps({"instances": [1.0, 2.0, 5.0]}).encode()
@@ -207,16 +207,13 @@ def main() -> None:
         if p[side]["failed_requests"]
     }
     report["failed_requests_total"] = sum(failed.values())
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
+    write_report(report, args.out)
     ratio_c16 = report["ratio_c16"]
     print(
         "front door / direct requests/s at concurrency 16: "
         f"{f'{ratio_c16:.2f}x' if ratio_c16 is not None else 'n/a'} (target >= {TARGET_C16})"
     )
     print(f"failed requests: {report['failed_requests_total']}")
-    print(f"wrote {out}")
     if failed:
         samples: list[str] = []
         for p in report["points"]:

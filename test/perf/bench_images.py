@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO / "examples"))
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
 from bench_container import WARMUP_REQUESTS, Failures, rest_worker  # noqa: E402
 from conftest import serve_stack  # noqa: E402
-from loadgen import run_load  # noqa: E402
+from loadgen import run_load, write_report  # noqa: E402
 
 CODE_DIR = REPO / "examples" / "jpeg_images" / "code"
 CONCURRENCIES = (1, 16)
@@ -144,10 +144,7 @@ def main() -> None:
             work = tmp / model / "bench"
             work.mkdir()
             report["models"][model] = bench_model(model, jpegs, work, args.seconds)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

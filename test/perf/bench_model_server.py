@@ -25,7 +25,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from tfs_model_server.process import ModelServerProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
-from loadgen import run_load
+from loadgen import run_load, write_report
 
 OUR_SERVER = str(Path(sys.executable).parent / "tfs-model-server")
 
@@ -175,10 +175,7 @@ def main() -> None:
             report["half_plus_three"] = bench_protocols(root, args.seconds)
         if args.only in (None, "batching"):
             report["conv_batching"] = bench_batching(root, args.seconds)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ time (median, p90) and the ratio (b)/(c); writes perf-results/multi_model.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
 from bench_container import BODY, MODEL, WARMUP_REQUESTS, Failures, preflight, rest_worker
 from conftest import serve_stack
-from loadgen import run_load
+from loadgen import run_load, write_report
 
 CONCURRENCY = 16
 
@@ -102,10 +101,7 @@ def main() -> None:
         f"c={CONCURRENCY}: multi-model invoke {report['multi_model']['rps']:.1f} req/s, "
         f"single-model /invocations {report['single_model']['rps']:.1f} req/s, ratio {ratio:.2f}"
     )
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ read the ratios, not the absolute numbers.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -29,7 +28,7 @@ from bench_container import (
     rest_worker,
 )
 from conftest import serve_stack
-from loadgen import run_load
+from loadgen import run_load, write_report
 
 PASS_THROUGH = """
 def input_handler(data, context):
@@ -103,10 +102,7 @@ def main() -> None:
         f"pass-through inference.py / direct requests/s at c=16: {c16:.2f} (target >= {TARGET_C16})"
     )
     print(f"fast path / direct requests/s at c=16: {report['ratio_c16_fast_path_over_direct']:.2f}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

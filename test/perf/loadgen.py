@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -71,3 +73,12 @@ def run_load(
         p50_ms=round(float(np.percentile(flat, 50)), 3) if count else float("nan"),
         p99_ms=round(float(np.percentile(flat, 99)), 3) if count else float("nan"),
     )
+
+
+def write_report(report: dict, path: str | Path) -> Path:
+    """Write a benchmark's results as indented JSON (creating its folder) and say where."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    print(f"wrote {out}")
+    return out
