@@ -4,7 +4,7 @@
 
 nginx compiles tfs.js (js_import) while it tests the config, so a syntax error in the njs
 module fails here as it would at container start. Both /invocations variants are checked: the
-njs fast path and the Python service (user code).
+njs fast path, the Python service (user code) and a multi-model endpoint.
 """
 
 from __future__ import annotations
@@ -25,19 +25,28 @@ from sagemaker_serving.supervisor import Child
 REPO_NGINX_DIR = Path(__file__).resolve().parents[1] / "nginx"
 
 
-def check_variant(run_dir: Path, user_code: bool, nginx_dir: Path) -> tuple[bool, str]:
+def check_variant(
+    run_dir: Path, user_code: bool, nginx_dir: Path, multi_model: bool = False
+) -> tuple[bool, str]:
     """(accepted, nginx's output) for one config rendered from `nginx_dir` into `run_dir`."""
-    settings = Settings.from_env({})
+    settings = Settings.from_env({"SAGEMAKER_MULTI_MODEL": "true"} if multi_model else {})
     layout = find_nginx(nginx_dir)
     socket_dir = run_dir / "service"
     socket_dir.mkdir(parents=True, exist_ok=True)
     service = ServiceProcess(
-        Child("python-service", ["true"]), str(socket_dir / "gunicorn.sock"), socket_dir, user_code
+        Child("python-service", ["true"]),
+        str(socket_dir / "gunicorn.sock"),
+        socket_dir,
+        user_code,
+        socket_dir / "front-metrics.sock",
     )
     models = [Model("half_plus_three", run_dir / "models" / "half_plus_three", (123, 124))]
+    if multi_model:
+        models = []
+    default = "" if multi_model else "half_plus_three"
     try:
         _, conf = nginx_child(
-            settings, layout, run_dir, "127.0.0.1", models, "half_plus_three", [8501], service
+            settings, layout, run_dir, "127.0.0.1", models, default, [8501], service
         )
     except StartupError as exc:
         return False, str(exc)
@@ -55,8 +64,13 @@ def check_all(nginx_dir: Path = REPO_NGINX_DIR) -> list[tuple[str, bool, str]]:
     """(variant, accepted, output) for the fast-path and the user-code configs."""
     results = []
     with tempfile.TemporaryDirectory(prefix="nginx-check-") as tmp:
-        for name, user_code in (("fast-path", False), ("user-code", True)):
-            accepted, output = check_variant(Path(tmp) / name, user_code, nginx_dir)
+        variants = (
+            ("fast-path", False, False),
+            ("user-code", True, False),
+            ("multi-model", True, True),
+        )
+        for name, user_code, multi_model in variants:
+            accepted, output = check_variant(Path(tmp) / name, user_code, nginx_dir, multi_model)
             results.append((name, accepted, output))
     return results
 

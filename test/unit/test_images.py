@@ -364,7 +364,7 @@ def test_everything_the_buildspec_calls_exists():
 
 def test_rendered_nginx_config_passes_nginx_t():
     results = load_script("nginx_check").check_all()
-    assert [name for name, _, _ in results] == ["fast-path", "user-code"]
+    assert [name for name, _, _ in results] == ["fast-path", "user-code", "multi-model"]
     for name, accepted, output in results:
         assert accepted, f"{name}:\n{output}"
 
