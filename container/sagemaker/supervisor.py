@@ -6,6 +6,7 @@ import collections
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import subprocess
 import threading
@@ -23,6 +24,23 @@ def _die_with_parent() -> None:
     """In the child before exec: get SIGKILL if the supervisor dies (Linux), own session."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def reap_orphans(known: set[int]) -> list[int]:
+    """Collect exited processes that are not ours to poll: as PID 1 in a container, serve
+    inherits every orphaned grandchild, and unreaped they stay zombies. A dead child of our
+    own (in `known`) is left for its Popen; the scan stops there until that one is polled."""
+    reaped = []
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return reaped
+        if info is None or info.si_pid in known:
+            return reaped
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(info.si_pid, 0)
+        reaped.append(info.si_pid)
 
 
 @dataclass(frozen=True)
@@ -137,6 +155,7 @@ class Supervisor:
         self._stop = threading.Event()
         self.on_restart: Callable[[Child], None] | None = None
         self.on_death: Callable[[Child], None] | None = None  # before its restart is due
+        self.reap_orphans = os.getpid() == 1  # in a container, orphans become serve's
 
     def request_stop(self, *_: object) -> None:
         self._stop.set()
@@ -171,6 +190,8 @@ class Supervisor:
                 child.start()
                 if self.on_restart is not None:
                     self.on_restart(child)
+        if self.reap_orphans:
+            reap_orphans({c.proc.pid for c in self.children if c.proc is not None})
         return None
 
     def run(self) -> Child | None:

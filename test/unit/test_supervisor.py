@@ -69,3 +69,22 @@ def test_stop_all_kills_a_child_that_ignores_its_signal():
     assert not child.alive()
     assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
     assert time.monotonic() - started < 8
+
+
+def test_orphans_are_reaped_and_our_own_children_left_to_their_popen():
+    import os
+    import subprocess
+    import time
+
+    from sagemaker_serving.supervisor import reap_orphans
+
+    ours = subprocess.Popen(["true"])
+    stranger = subprocess.Popen(["true"])  # stands in for an orphan: not in `known`
+    time.sleep(0.5)
+    reaped = reap_orphans({ours.pid})
+    # the scan stops at a dead child of ours; once it is polled, the stranger goes
+    assert ours.poll() == 0
+    reaped += reap_orphans({ours.pid})
+    assert stranger.pid in reaped
+    assert not os.path.exists(f"/proc/{stranger.pid}")
+    stranger.returncode = 0  # reaped behind its Popen's back, as an orphan would be
