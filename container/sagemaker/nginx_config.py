@@ -26,8 +26,6 @@ FAST_PATH_LOCATIONS = """        location = /invocations {
 # /invocations straight to the Python service (the user's inference.py).
 SERVICE_LOCATIONS = """        location = /invocations {
             proxy_pass http://python_service;
-            proxy_set_header X-Request-Id $req_id;
-            proxy_set_header Host $host;
             proxy_hide_header X-Request-Id;
         }"""
 
@@ -43,8 +41,6 @@ def multi_model_locations(load_timeout_seconds: int) -> str:
         location = /_multi_model {{
             internal;
             proxy_pass http://python_service$request_uri;
-            proxy_set_header X-Request-Id $req_id;
-            proxy_set_header Host $host;
             proxy_hide_header X-Request-Id;
             proxy_read_timeout {load_timeout_seconds}s;
         }}"""
@@ -53,15 +49,12 @@ def multi_model_locations(load_timeout_seconds: int) -> str:
 # Always present when the Python service runs: its /ping, /metrics and the njs hand-over.
 SERVICE_COMMON_LOCATIONS = """        location @python_service {
             proxy_pass http://python_service;
-            proxy_set_header X-Request-Id $req_id;
-            proxy_set_header Host $host;
             proxy_hide_header X-Request-Id;
         }
 
         location = /metrics {
             if ($request_method !~ ^(GET|HEAD)$) { return 405; }
             proxy_pass http://python_service;
-            proxy_set_header X-Request-Id $req_id;
         }
 
         location = /_service/ping {

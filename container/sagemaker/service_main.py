@@ -10,6 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
+from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
 from . import log_setup
@@ -17,6 +18,20 @@ from .front_metrics import FrontMetricsReceiver
 from .python_service import ServiceConfig, create_app
 from .service_metrics import ServiceMetrics
 from .settings import LOG_FORMATS
+
+
+class ServiceLogger(glogging.Logger):
+    """gunicorn's own lines through our handlers (log_setup), and no access lines: nginx
+    writes those, and gunicorn would format one per request only to drop it."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        for logger in (self.error_log, self.access_log):
+            logger.handlers.clear()
+            logger.propagate = True
+
+    def access(self, resp, req, environ, request_time) -> None:
+        return
 
 
 class ServiceApplication(BaseApplication):
@@ -63,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         "loglevel": args.log_level,
         "accesslog": None,
         "errorlog": "-",
-        "logconfig_dict": log_setup.logging_config(args.log_level, args.log_format),
+        "logger_class": ServiceLogger,
         "control_socket_disable": True,
     }
     ServiceApplication(ServiceConfig.from_file(args.config), options).run()
