@@ -31,12 +31,25 @@ def model_server_config(models: Sequence[Model]) -> model_server_config_pb2.Mode
     return config
 
 
+# Batch Transform: a MultiRecord request holds as many records as fit in MaxPayloadInMB, far
+# more than SAGEMAKER_TFS_MAX_BATCH_SIZE; such a task is split into batches of that size
+# instead of being refused ("Task size N is larger than maximum input batch size").
+BATCH_TRANSFORM_TASK_LIMIT = 10_000_000
+
+
 def batching_parameters_text(settings: Settings) -> str:
     """BatchingParameters for `--batching_parameters_file`, one `name { value: N }` per line."""
-    fields = (
+    fields: tuple[tuple[str, object], ...] = (
         ("max_batch_size", settings.max_batch_size),
         ("batch_timeout_micros", settings.batch_timeout_micros),
         ("num_batch_threads", settings.num_batch_threads),
         ("max_enqueued_batches", settings.max_enqueued_batches),
     )
+    if settings.batch:
+        fields = (
+            ("max_batch_size", max(settings.max_batch_size, BATCH_TRANSFORM_TASK_LIMIT)),
+            *fields[1:],
+            ("enable_large_batch_splitting", "true"),
+            ("max_execution_batch_size", settings.max_batch_size),
+        )
     return "".join(f"{name} {{ value: {value} }}\n" for name, value in fields)

@@ -493,3 +493,24 @@ def test_s3_input_and_output(hp3, s3_url, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_url)
     again = job(hp3, "s3://data/in/", "s3://data/out", resume=True, **settings)
     assert (again.skipped, again.requests) == (2, 0)
+
+
+def test_batching_in_batch_transform_splits_multirecord_requests(tmp_path):
+    """A MultiRecord request far over SAGEMAKER_TFS_MAX_BATCH_SIZE is split, not refused."""
+    models = tmp_path / "models"
+    em.half_plus_three_tf1(models / "half_plus_three", versions=(1,))
+    env = {
+        **BATCH_ENV,
+        "SAGEMAKER_TFS_ENABLE_BATCHING": "true",
+        "SAGEMAKER_TFS_MAX_BATCH_SIZE": "4",
+    }
+    with serve_stack(models, tmp_path, env) as server:
+        lines = "".join(f"{x}\n" for x in range(50))
+        reply = requests.post(
+            f"{server.url}/invocations",
+            data=lines,
+            headers={"Content-Type": "text/csv", "Accept": "text/csv"},
+            timeout=60,
+        )
+        assert reply.status_code == 200, reply.text
+        assert [float(v) for v in reply.text.split()] == [0.5 * x + 3 for x in range(50)]

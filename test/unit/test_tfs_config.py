@@ -79,7 +79,10 @@ def test_batching_parameters_parse_as_tf_serving_batching_parameters():
     settings = Settings.from_env({"SAGEMAKER_BATCH": "true"}, cpu_count=6)
     params = BatchingParameters()
     text_format.Parse(batching_parameters_text(settings), params)
-    assert params.max_batch_size.value == 8
+    # Batch Transform: MultiRecord tasks of any size are split into batches of 8
+    assert params.max_batch_size.value == 10_000_000
+    assert params.enable_large_batch_splitting.value is True
+    assert params.max_execution_batch_size.value == 8
     assert params.batch_timeout_micros.value == 1000
     assert params.num_batch_threads.value == 6
     assert params.max_enqueued_batches.value == 100_000_000
