@@ -26,21 +26,12 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
-from bench_container import BODY, MODEL, WARMUP_REQUESTS, Failures, preflight, rest_worker
+from bench_container import MODEL, preflight
+from bench_python_service import measure
 from conftest import serve_stack
-from loadgen import run_load, write_report
+from loadgen import write_report
 
 CONCURRENCY = 16
-
-
-def measure(port: int, path: str, seconds: float) -> dict:
-    failures = Failures()
-    result = run_load(
-        rest_worker(port, path, BODY, failures), CONCURRENCY, seconds, WARMUP_REQUESTS
-    )
-    if failures.count:
-        raise SystemExit(f"{failures.count} requests failed: {failures.samples}")
-    return result.as_dict()
 
 
 def load_times(url: str, model_url: Path, count: int) -> list[float]:
@@ -88,10 +79,10 @@ def main() -> None:
             reply.raise_for_status()
             path = f"/models/{MODEL}/invoke"
             preflight(server.port, path)
-            report["multi_model"] = measure(server.port, path, args.seconds)
+            report["multi_model"] = measure(server.port, path, CONCURRENCY, args.seconds)
         with serve_stack(single, tmp / "run-single", {}) as server:
             preflight(server.port, "/invocations")
-            report["single_model"] = measure(server.port, "/invocations", args.seconds)
+            report["single_model"] = measure(server.port, "/invocations", CONCURRENCY, args.seconds)
     ratio = round(report["multi_model"]["rps"] / report["single_model"]["rps"], 3)
     report["ratio_c16_multi_over_single"] = ratio
     load = report["load_seconds"]
