@@ -316,9 +316,10 @@ def largest_request(data: Any, payload_mb: int) -> int:
     return largest
 
 
-def side_envs(args: argparse.Namespace, tfrecord_batch: int) -> dict[str, dict[str, str]]:
-    """Container settings of (a)-(c). A MultiRecord request is one model server task, which
-    TF Serving rejects when it is larger than max_batch_size: (c) gets `tfrecord_batch`."""
+def side_envs(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """Container settings of (a)-(c). A MultiRecord request is one model server task larger
+    than max_batch_size: in Batch Transform (the runner sets SAGEMAKER_BATCH) the container
+    splits it into batches of that size."""
 
     def batching(size: int) -> dict[str, str]:
         return {
@@ -334,7 +335,7 @@ def side_envs(args: argparse.Namespace, tfrecord_batch: int) -> dict[str, dict[s
             "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": str(args.concurrency),
         },
         "tfrecord": {
-            **batching(tfrecord_batch),
+            **batching(args.max_batch_size),
             "SAGEMAKER_MAX_PAYLOAD_IN_MB": str(args.payload_mb),
         },
     }
@@ -355,7 +356,7 @@ def run(args: argparse.Namespace, work: Path) -> Result:
     }
     largest = largest_request(data, args.payload_mb)
     report["tfrecord_largest_request_records"] = largest
-    envs = side_envs(args, max(args.max_batch_size, largest))
+    envs = side_envs(args)
     predictions = {}
     for label, kind in (("jpeg", "jpeg"), ("jpeg_batching", "jpeg"), ("tfrecord", "tfrecord")):
         report["sides"][label], predictions[label] = measure_side(
@@ -416,7 +417,7 @@ def main() -> int:
     parser.add_argument("--warmup-images", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=8.0, help="per forward-pass point")
     parser.add_argument(
-        "--max-batch-size", type=int, default=16, help="(b); (c) at least its largest request"
+        "--max-batch-size", type=int, default=16, help="(b) and (c): the execution batch size"
     )
     parser.add_argument("--batch-timeout-micros", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=16, help="(b) concurrent requests")
