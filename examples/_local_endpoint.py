@@ -10,7 +10,6 @@ import contextlib
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import requests
+from tfs_model_server.process import terminate
 
 REPO = Path(__file__).resolve().parent.parent
 # Models, inputs, model directories and outputs of the examples; run/ is git-ignored.
@@ -130,7 +130,7 @@ def local_endpoint(model_dir: Path, port: int, timeout: float = 240) -> Iterator
             yield url
             ok = True
         finally:
-            _stop(proc)
+            terminate(proc, 40)
             if not ok:
                 _print_log_tail(log_path)
 
@@ -148,16 +148,6 @@ def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float) -> None:
             pass
         time.sleep(0.3)
     raise RuntimeError(f"GET {url}/ping did not answer 200 within {timeout:.0f} s")
-
-
-def _stop(proc: subprocess.Popen, timeout: float = 40) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def _print_log_tail(log_path: Path, lines: int = 60) -> None:

@@ -320,9 +320,5 @@ def s3_url(tmp_path_factory) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        terminate(proc, 10)
         log.close()
