@@ -8,16 +8,17 @@ STAMP := $(VENV)/.installed
 
 install: system-deps $(STAMP)
 
-# nginx with its njs module (Debian packages), installed when missing.
+# nginx with its njs and headers-more modules (Debian packages), installed when missing.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 system-deps:
 	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || \
+	    [ ! -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so ] || \
 	    ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
-		echo "installing nginx, libnginx-mod-http-js and python3-venv"; \
+		echo "installing nginx, its njs and headers-more modules and python3-venv"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			nginx libnginx-mod-http-js python3-venv >/dev/null; \
+			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter python3-venv >/dev/null; \
 	fi
 
 $(STAMP): setup.py pyproject.toml

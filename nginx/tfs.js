@@ -1,26 +1,44 @@
 // The nginx fast path (njs 0.7.9): /ping and /invocations without user code.
 //
-// Requests are converted to TF Serving REST requests (JSON, JSON Lines, CSV in), sent to the
-// model servers through the internal /_tfs/ location (upstream keep-alive), and converted back
-// to what Accept asks for (JSON on one line, JSON Lines, CSV). Every error is a JSON body.
+// Requests are converted to TF Serving REST requests (JSON, JSON Lines, CSV of numbers in), sent
+// to the model servers through the internal /_tfs/ location (upstream keep-alive), and converted
+// back to what Accept asks for (JSON on one line, JSON Lines, CSV). Every error is a JSON body.
+//
+// njs frees nothing before a request ends, so every step here allocates in proportion to the
+// body, with a small constant: no string built a character at a time, no regular expression or
+// JSON.stringify per value. What needs more than that (quoted CSV, text fields, JSON that does
+// not parse, NaN tokens in a request) is handed to the Python service, which applies the same
+// format rules.
 
 var NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/;
 var VERSION_RE = /^[0-9]{1,19}$/;
-var METHODS = {predict: 'instances', classify: 'examples', regress: 'examples'};
+var MAX_ECHO = 200;  // characters of a client's header echoed in an error message
+
+// Lookup tables without a prototype: `constructor` or `__proto__` are not entries.
+function table(entries) {
+    var t = Object.create(null);
+    for (var key in entries) {
+        if (Object.prototype.hasOwnProperty.call(entries, key)) {
+            t[key] = entries[key];
+        }
+    }
+    return t;
+}
+
+function has(t, key) {
+    return Object.prototype.hasOwnProperty.call(t, key);
+}
+
+var METHODS = table({predict: 'instances', classify: 'examples', regress: 'examples'});
 // curl -d sends application/x-www-form-urlencoded: such bodies are read as JSON.
-var JSON_TYPES = {'application/json': 1, 'application/x-www-form-urlencoded': 1};
-var JSONLINES_TYPES = {
+var JSON_TYPES = table({'application/json': 1, 'application/x-www-form-urlencoded': 1});
+var JSONLINES_TYPES = table({
     'application/jsonlines': 1, 'application/jsons': 1, 'application/x-jsonlines': 1,
     'application/json-lines': 1, 'application/x-ndjson': 1, 'application/ndjson': 1
-};
-var CSV_TYPES = {'text/csv': 1};
-var JSON_NUMBER_RE = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
-var LOOSE_NUMBER_RE = /^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/;
-var SPECIAL_NUMBERS = {
-    'NaN': 'NaN', 'nan': 'NaN', 'inf': 'Infinity', '+inf': 'Infinity', 'Infinity': 'Infinity',
-    '+Infinity': 'Infinity', '-inf': '-Infinity', '-Infinity': '-Infinity'
-};
-// Sentinel strings that stand for NaN/Infinity tokens while JSON.parse/stringify see them.
+});
+var CSV_TYPES = table({'text/csv': 1});
+// Sentinel strings that stand for NaN/Infinity tokens of a model server answer while
+// JSON.parse/stringify see them.
 var SENTINEL = '\u0000tfs:';
 var SENTINEL_JSON = '"\\u0000tfs:';  // the same, as JSON source text
 var SENTINEL_RE = /"\\u0000tfs:(NaN|-?Infinity)"/g;
@@ -30,13 +48,26 @@ function HttpError(status, message) {
     this.message = message;
 }
 
+// Client bytes as valid UTF-8 (invalid sequences become U+FFFD), cut to `limit` characters.
+function clean(text, limit) {
+    var s = String(text);
+    if (limit && s.length > limit) {
+        s = s.slice(0, limit) + '...';
+    }
+    return Buffer.from(s).toString();
+}
+
+function quoted(text) {
+    return JSON.stringify(clean(text, MAX_ECHO));
+}
+
 function sendJson(r, status, obj) {
     r.headersOut['Content-Type'] = 'application/json';
     r.return(status, JSON.stringify(obj) + '\n');
 }
 
 function sendError(r, status, message) {
-    sendJson(r, status, {error: message, request_id: r.variables.req_id});
+    sendJson(r, status, {error: clean(message), request_id: r.variables.req_id});
 }
 
 function mediaType(value) {
@@ -44,6 +75,11 @@ function mediaType(value) {
         return '';
     }
     return value.split(';')[0].trim().toLowerCase();
+}
+
+// The Python service takes over a request the fast path does not convert itself.
+function handOver(r) {
+    r.internalRedirect('@python_service');
 }
 
 // ----- custom attributes ---------------------------------------------------------------------
@@ -63,19 +99,19 @@ function routing(r) {
         if (key === 'tfs-model-name') {
             if (!NAME_RE.test(value)) {
                 throw new HttpError(400, 'Invalid tfs-model-name in X-Amzn-SageMaker-Custom-Attributes: '
-                    + JSON.stringify(value) + ' (expected letters, digits, ".", "_" or "-")');
+                    + quoted(value) + ' (expected letters, digits, ".", "_" or "-")');
             }
             route.model = value;
         } else if (key === 'tfs-model-version') {
             if (!VERSION_RE.test(value)) {
                 throw new HttpError(400, 'Invalid tfs-model-version in X-Amzn-SageMaker-Custom-Attributes: '
-                    + JSON.stringify(value) + ' (expected a non-negative integer)');
+                    + quoted(value) + ' (expected a non-negative integer)');
             }
             route.version = value;
         } else if (key === 'tfs-method') {
-            if (!METHODS.hasOwnProperty(value)) {
+            if (!has(METHODS, value)) {
                 throw new HttpError(400, 'Invalid tfs-method in X-Amzn-SageMaker-Custom-Attributes: '
-                    + JSON.stringify(value) + ' (expected predict, classify or regress)');
+                    + quoted(value) + ' (expected predict, classify or regress)');
             }
             route.method = value;
         }
@@ -91,265 +127,118 @@ function tfsPath(route) {
     return path + ':' + route.method;
 }
 
-// ----- JSON with NaN / Infinity tokens -------------------------------------------------------
+// ----- request bodies: a TF Serving request text, or null to hand the request over ----------
 
-// Replace bare NaN/Infinity tokens (outside strings) by sentinel strings so JSON.parse accepts them.
-function protectSpecialTokens(text) {
-    var out = [];
-    var start = 0;
-    var inString = false;
-    for (var i = 0; i < text.length; i++) {
-        var c = text[i];
-        if (inString) {
-            if (c === '\\') {
-                i++;
-            } else if (c === '"') {
-                inString = false;
-            }
-        } else if (c === '"') {
-            inString = true;
-        } else if (c === 'N' && text.startsWith('NaN', i)) {
-            out.push(text.slice(start, i), SENTINEL_JSON + 'NaN"');
-            i += 2;
-            start = i + 1;
-        } else if (c === 'I' && text.startsWith('Infinity', i)) {
-            var neg = i > 0 && text[i - 1] === '-';
-            out.push(text.slice(start, neg ? i - 1 : i),
-                SENTINEL_JSON + (neg ? '-' : '') + 'Infinity"');
-            i += 7;
-            start = i + 1;
-        }
-    }
-    out.push(text.slice(start));
-    return out.join('');
-}
+// JSON.parse, or UNPARSED when the text is malformed, holds NaN tokens or is nested deeper
+// than njs parses (no object per call: JSON Lines parse once per line).
+var UNPARSED = Object.create(null);
 
-function parseJson(text) {
+function parseOr(text) {
     try {
         return JSON.parse(text);
     } catch (e) {
-        if (text.indexOf('NaN') < 0 && text.indexOf('Infinity') < 0) {
-            throw e;
-        }
-        return JSON.parse(protectSpecialTokens(text));
+        return UNPARSED;
     }
 }
 
-function stringifyJson(value) {
-    return JSON.stringify(value).replace(SENTINEL_RE, '$1');
-}
-
-// ----- request bodies -------------------------------------------------------------------------
-
-function isTfsRequest(text) {
-    // A JSON object with a top-level instances/inputs/examples key is passed through unchanged.
-    var doc;
-    try {
-        doc = parseJson(text);
-    } catch (e) {
-        // Malformed, but shaped like a TF Serving request: let TF Serving say what is wrong.
-        return /^\s*\{/.test(text) && /"(instances|inputs|examples)"\s*:/.test(text);
-    }
+function isTfsRequest(doc) {
     return doc !== null && typeof doc === 'object' && !Array.isArray(doc)
-        && (doc.hasOwnProperty('instances') || doc.hasOwnProperty('inputs')
-            || doc.hasOwnProperty('examples'));
-}
-
-function splitLines(text) {
-    var raw = text.split('\n');
-    var lines = [];
-    for (var i = 0; i < raw.length; i++) {
-        var line = raw[i].trim();
-        if (line.length) {
-            lines.push({text: line, number: i + 1});
-        }
-    }
-    return lines;
-}
-
-function jsonLinesInstances(text) {
-    var lines = splitLines(text);
-    var values = [];
-    for (var i = 0; i < lines.length; i++) {
-        try {
-            parseJson(lines[i].text);
-        } catch (e) {
-            throw new HttpError(400, 'Malformed JSON Lines: line ' + lines[i].number
-                + ' is not valid JSON: ' + e.message);
-        }
-        values.push(lines[i].text);
-    }
-    if (!values.length) {
-        throw new HttpError(400, 'Empty request body: expected at least one JSON Lines record');
-    }
-    return '[' + values.join(',') + ']';
+        && (has(doc, 'instances') || has(doc, 'inputs') || has(doc, 'examples'));
 }
 
 function jsonBody(text, key) {
     if (!text.trim().length) {
         throw new HttpError(400, 'Empty request body: expected JSON');
     }
-    if (isTfsRequest(text)) {
-        return text;
+    var value = parseOr(text);
+    if (value === UNPARSED) {
+        return null;
     }
-    var doc;
-    try {
-        doc = parseJson(text);
-    } catch (e) {
-        // Several JSON values, one per line, are JSON Lines (reference behaviour).
-        if (splitLines(text).length > 1) {
-            try {
-                return '{"' + key + '":' + jsonLinesInstances(text) + '}';
-            } catch (ignored) {
-                // fall through to the JSON error
-            }
-        }
-        throw new HttpError(400, 'Malformed JSON request body: ' + e.message);
+    if (isTfsRequest(value)) {
+        return text;  // passes through unchanged
     }
     // A list of lists is a list of instances; anything else is one instance.
-    if (Array.isArray(doc) && doc.length && Array.isArray(doc[0])) {
+    if (Array.isArray(value) && value.length && Array.isArray(value[0])) {
         return '{"' + key + '":' + text + '}';
     }
     return '{"' + key + '":[' + text + ']}';
 }
 
-// RFC 4180 CSV -> rows of typed JSON tokens.
-function csvField(token, quoted) {
-    if (quoted) {
-        return JSON.stringify(token);
+function jsonLinesBody(text, key) {
+    var lines = text.split('\n');
+    var values = [];
+    var first = null;
+    for (var i = 0; i < lines.length; i++) {
+        var line = lines[i].trim();
+        if (!line.length) {
+            continue;
+        }
+        var value = parseOr(line);
+        if (value === UNPARSED) {
+            return null;  // the Python service names the line that is wrong
+        }
+        if (first === null) {
+            first = value;
+        }
+        values.push(line);
     }
-    var t = token.trim();
-    if (JSON_NUMBER_RE.test(t)) {
-        return t;
+    if (!values.length) {
+        throw new HttpError(400, 'Empty request body: expected at least one JSON Lines record');
     }
-    if (LOOSE_NUMBER_RE.test(t)) {
-        return String(Number(t));
+    if (values.length === 1 && isTfsRequest(first)) {
+        return values[0];  // one line holding a TF Serving request passes through
     }
-    if (SPECIAL_NUMBERS.hasOwnProperty(t)) {
-        return SPECIAL_NUMBERS[t];
-    }
-    return JSON.stringify(token);
+    return '{"' + key + '":[' + values.join(',') + ']}';
 }
 
-function csvRows(text) {
-    var rows = [];
-    var row = [];
-    var field = '';
-    var quoted = false;
-    var i = 0;
-    var n = text.length;
-    var line = 1;
-    var fieldStart = true;
-    var inQuotes = false;
-    while (i < n) {
-        var c = text[i];
-        if (inQuotes) {
-            if (c === '"') {
-                if (text[i + 1] === '"') {
-                    field += '"';
-                    i += 2;
-                    continue;
-                }
-                inQuotes = false;
-                i++;
-                continue;
-            }
-            if (c === '\n') {
-                line++;
-            }
-            field += c;
-            i++;
-            continue;
-        }
-        if (c === '"' && fieldStart) {
-            inQuotes = true;
-            quoted = true;
-            fieldStart = false;
-            i++;
-            continue;
-        }
-        if (c === ',') {
-            row.push(csvField(field, quoted));
-            field = '';
-            quoted = false;
-            fieldStart = true;
-            i++;
-            continue;
-        }
-        if (c === '\r' || c === '\n') {
-            if (c === '\r' && text[i + 1] === '\n') {
-                i++;
-            }
-            if (row.length || field.length || quoted) {
-                row.push(csvField(field, quoted));
-                rows.push({fields: row, line: line});
-            }
-            row = [];
-            field = '';
-            quoted = false;
-            fieldStart = true;
-            line++;
-            i++;
-            continue;
-        }
-        if (quoted) {
-            throw new HttpError(400, 'Malformed CSV: unexpected character after a closing quote on line '
-                + line);
-        }
-        field += c;
-        fieldStart = false;
-        i++;
-    }
-    if (inQuotes) {
-        throw new HttpError(400, 'Malformed CSV: unterminated quoted field starting before line ' + line);
-    }
-    if (row.length || field.length || quoted) {
-        row.push(csvField(field, quoted));
-        rows.push({fields: row, line: line});
-    }
-    return rows;
-}
-
+// CSV whose every field is a JSON number: each row becomes a JSON array by text alone, and one
+// JSON.parse checks them all (a row that is not exactly `width` numbers shows up there).
+// Anything else (quotes, text, empty fields, NaN, ragged rows) is handed over.
 function csvBody(text, key) {
-    var rows = csvRows(text);
+    if (text.indexOf('"') >= 0) {
+        return null;
+    }
+    var lines = text.split('\n');
+    var rows = [];
+    for (var i = 0; i < lines.length; i++) {
+        var line = lines[i];
+        // JSON.parse takes a trailing \r as whitespace; a line of only \r is an empty line
+        if (line.length > 1 || line.length === 1 && line.charCodeAt(0) !== 13) {
+            rows.push(line);
+        }
+    }
     if (!rows.length) {
         throw new HttpError(400, 'Empty request body: expected at least one CSV row');
     }
-    var width = rows[0].fields.length;
-    var items = [];
-    for (var i = 0; i < rows.length; i++) {
-        var fields = rows[i].fields;
-        if (fields.length !== width) {
-            throw new HttpError(400, 'Malformed CSV: line ' + rows[i].line + ' has ' + fields.length
-                + ' fields but line ' + rows[0].line + ' has ' + width);
-        }
-        items.push(width === 1 ? fields[0] : '[' + fields.join(',') + ']');
+    var scalar = rows[0].indexOf(',') < 0;  // a one-column row is a scalar
+    var items = scalar ? '[' + rows.join(',') + ']' : '[[' + rows.join('],[') + ']]';
+    var values = parseOr(items);
+    if (values === UNPARSED || values.length !== rows.length) {
+        return null;
     }
-    return '{"' + key + '":[' + items.join(',') + ']}';
+    var width = scalar ? 1 : values[0].length;
+    for (var r = 0; r < values.length; r++) {
+        var row = values[r];
+        if (scalar ? typeof row !== 'number' : row.length !== width || !allNumbers(row)) {
+            return null;
+        }
+    }
+    return '{"' + key + '":' + items + '}';
 }
 
-function requestBody(r, route) {
-    var contentType = mediaType(r.headersIn['Content-Type']) || 'application/json';
+function requestBody(r, route, contentType) {
     var text = r.requestText || '';
     var key = METHODS[route.method];
-    if (JSON_TYPES[contentType]) {
+    if (has(JSON_TYPES, contentType)) {
         return jsonBody(text, key);
     }
-    if (JSONLINES_TYPES[contentType]) {
+    if (has(JSONLINES_TYPES, contentType)) {
         if (!text.trim().length) {
             throw new HttpError(400, 'Empty request body: expected JSON Lines');
         }
-        var lines = splitLines(text);
-        if (lines.length === 1 && isTfsRequest(lines[0].text)) {
-            return lines[0].text;
-        }
-        return '{"' + key + '":' + jsonLinesInstances(text) + '}';
+        return jsonLinesBody(text, key);
     }
-    if (CSV_TYPES[contentType]) {
-        return csvBody(text, key);
-    }
-    throw new HttpError(415, 'Unsupported Media Type: ' + (r.headersIn['Content-Type'] || 'none')
-        + ' (supported: application/json, application/jsonlines, text/csv)');
+    return csvBody(text, key);
 }
 
 // ----- responses ------------------------------------------------------------------------------
@@ -376,9 +265,9 @@ function responseFormat(r) {
         var format = null;
         if (type === 'application/json' || type === '*/*' || type === 'application/*') {
             format = 'json';
-        } else if (JSONLINES_TYPES[type]) {
+        } else if (has(JSONLINES_TYPES, type)) {
             format = 'jsonlines';
-        } else if (CSV_TYPES[type] || type === 'text/*') {
+        } else if (has(CSV_TYPES, type) || type === 'text/*') {
             format = 'csv';
         }
         if (format !== null && q > 0 && q > bestQ) {
@@ -387,78 +276,192 @@ function responseFormat(r) {
         }
     }
     if (best === null) {
-        throw new HttpError(406, 'Not Acceptable: ' + header
+        throw new HttpError(406, 'Not Acceptable: ' + quoted(header)
             + ' (supported: application/json, application/jsonlines, text/csv)');
     }
     return best;
 }
 
-function resultRows(doc) {
-    if (doc.hasOwnProperty('predictions')) {
-        return doc.predictions;
+// Replace bare NaN/Infinity tokens (outside strings) by sentinel strings so JSON.parse takes
+// them. Only model server answers that hold such tokens get here.
+function protectSpecialTokens(text) {
+    var out = [];
+    var start = 0;
+    var inString = false;
+    for (var i = 0; i < text.length; i++) {
+        var c = text.charCodeAt(i);
+        if (inString) {
+            if (c === 92) {  // backslash
+                i++;
+            } else if (c === 34) {  // quote
+                inString = false;
+            }
+        } else if (c === 34) {
+            inString = true;
+        } else if (c === 78 && text.startsWith('NaN', i)) {
+            out.push(text.slice(start, i), SENTINEL_JSON + 'NaN"');
+            i += 2;
+            start = i + 1;
+        } else if (c === 73 && text.startsWith('Infinity', i)) {
+            var neg = i > 0 && text.charCodeAt(i - 1) === 45;
+            out.push(text.slice(start, neg ? i - 1 : i),
+                SENTINEL_JSON + (neg ? '-' : '') + 'Infinity"');
+            i += 7;
+            start = i + 1;
+        }
     }
-    if (doc.hasOwnProperty('results')) {
-        return doc.results;
+    out.push(text.slice(start));
+    return out.join('');
+}
+
+function parseAnswer(text) {
+    try {
+        return {doc: JSON.parse(text), special: false};
+    } catch (e) {
+        if (text.indexOf('NaN') < 0 && text.indexOf('Infinity') < 0) {
+            throw e;
+        }
+        return {doc: JSON.parse(protectSpecialTokens(text)), special: true};
+    }
+}
+
+// The answer's rows: predictions/results, or columnar outputs as {names, columns, count}.
+function answerRows(doc) {
+    if (has(doc, 'predictions')) {
+        return {rows: doc.predictions};
+    }
+    if (has(doc, 'results')) {
+        return {rows: doc.results};
     }
     var outputs = doc.outputs;
     if (outputs !== null && typeof outputs === 'object' && !Array.isArray(outputs)) {
-        // Columnar with several outputs: one row per index, as an object of outputs.
         var names = Object.keys(outputs);
-        var count = names.length ? outputs[names[0]].length : 0;
-        var rows = [];
-        for (var i = 0; i < count; i++) {
-            var row = {};
-            for (var k = 0; k < names.length; k++) {
-                row[names[k]] = outputs[names[k]][i];
-            }
-            rows.push(row);
-        }
-        return rows;
+        var count = names.length && Array.isArray(outputs[names[0]]) ? outputs[names[0]].length : 0;
+        return {names: names, columns: outputs, count: count};
     }
-    return Array.isArray(outputs) ? outputs : [outputs];
+    return {rows: Array.isArray(outputs) ? outputs : [outputs]};
 }
 
-function csvValue(value) {
-    if (typeof value === 'string') {
+function allNumbers(list) {
+    for (var i = 0; i < list.length; i++) {
+        if (typeof list[i] !== 'number') {
+            return false;
+        }
+    }
+    return true;
+}
+
+// One value as JSON text; numbers and flat lists of numbers without JSON.stringify.
+function jsonText(value) {
+    if (typeof value === 'number') {
+        return String(value);
+    }
+    if (Array.isArray(value) && allNumbers(value)) {
+        return '[' + value.join(',') + ']';
+    }
+    return JSON.stringify(value);
+}
+
+function csvValue(value, out) {
+    if (typeof value === 'number') {
+        out.push(String(value));
+    } else if (typeof value === 'string') {
         if (value.startsWith(SENTINEL)) {
-            return value.slice(SENTINEL.length);
+            out.push(value.slice(SENTINEL.length));
+        } else if (value.indexOf('"') >= 0 || value.indexOf(',') >= 0
+            || value.indexOf('\n') >= 0 || value.indexOf('\r') >= 0) {
+            out.push('"' + value.split('"').join('""') + '"');
+        } else {
+            out.push(value);
         }
-        return /[",\r\n]/.test(value) ? '"' + value.replace(/"/g, '""') + '"' : value;
+    } else if (value !== null && typeof value === 'object') {
+        out.push('"' + JSON.stringify(value).split('"').join('""') + '"');
+    } else {
+        out.push(String(value));
     }
-    if (value !== null && typeof value === 'object') {
-        var s = stringifyJson(value);
-        return '"' + s.replace(/"/g, '""') + '"';
-    }
-    return String(value);
 }
 
+// Every leaf of a row, in order ({"b64": ...} objects stay whole).
 function flatten(value, out) {
     if (Array.isArray(value)) {
+        if (allNumbers(value)) {
+            out.push(value.join(','));
+            return out;
+        }
         for (var i = 0; i < value.length; i++) {
             flatten(value[i], out);
         }
-    } else if (value !== null && typeof value === 'object' && !value.hasOwnProperty('b64')) {
+    } else if (value !== null && typeof value === 'object' && !has(value, 'b64')) {
         var names = Object.keys(value);
         for (var k = 0; k < names.length; k++) {
             flatten(value[names[k]], out);
         }
     } else {
-        out.push(csvValue(value));
+        csvValue(value, out);
     }
     return out;
 }
 
+function rowLine(row, format) {
+    if (format !== 'csv') {
+        return jsonText(row);
+    }
+    if (typeof row === 'number') {
+        return String(row);
+    }
+    if (Array.isArray(row) && allNumbers(row)) {
+        return row.join(',');
+    }
+    return flatten(row, []).join(',');
+}
+
+function columnLine(answer, index, format) {
+    var parts = [];
+    for (var k = 0; k < answer.names.length; k++) {
+        var column = answer.columns[answer.names[k]];
+        var value = Array.isArray(column) ? column[index] : undefined;
+        if (format === 'csv') {
+            flatten(value, parts);
+        } else {
+            parts.push(JSON.stringify(answer.names[k]) + ':' + jsonText(value));
+        }
+    }
+    return format === 'csv' ? parts.join(',') : '{' + parts.join(',') + '}';
+}
+
+// TF Serving's answer on one line: a raw newline cannot occur inside a JSON string, so only
+// the whitespace that follows each newline goes.
+function oneLine(text) {
+    if (text.indexOf('\n') < 0) {
+        return text + '\n';
+    }
+    var lines = text.split('\n');
+    for (var i = 1; i < lines.length; i++) {
+        lines[i] = lines[i].trimStart();
+    }
+    return lines.join('') + '\n';
+}
+
 function convertResponse(text, format) {
     if (format === 'json') {
-        // Raw newlines cannot occur inside JSON strings, so this keeps every value intact.
-        return {type: 'application/json', body: text.replace(/\n\s*/g, '') + '\n'};
+        return {type: 'application/json', body: oneLine(text)};
     }
-    var rows = resultRows(parseJson(text));
+    var parsedAnswer = parseAnswer(text);
+    var answer = answerRows(parsedAnswer.doc);
     var lines = [];
-    for (var i = 0; i < rows.length; i++) {
-        lines.push(format === 'csv' ? flatten(rows[i], []).join(',') : stringifyJson(rows[i]));
+    if (answer.names) {
+        for (var c = 0; c < answer.count; c++) {
+            lines.push(columnLine(answer, c, format));
+        }
+    } else {
+        for (var i = 0; i < answer.rows.length; i++) {
+            lines.push(rowLine(answer.rows[i], format));
+        }
     }
     var body = lines.length ? lines.join('\n') + '\n' : '';
+    if (parsedAnswer.special && format === 'jsonlines') {
+        body = body.replace(SENTINEL_RE, '$1');
+    }
     return {type: format === 'csv' ? 'text/csv' : 'application/jsonlines', body: body};
 }
 
@@ -476,6 +479,21 @@ function upstreamFailure(r, reply) {
     return true;
 }
 
+// A model server error passes through with its status, on one line, as long as it is valid
+// JSON in valid UTF-8 (it may echo a client's bytes); otherwise its text becomes our error.
+function sendModelServerError(r, status, text) {
+    var safe = clean(text);
+    var doc = parseOr(safe);
+    var valid = doc !== UNPARSED && doc !== null && typeof doc === 'object'
+        && typeof doc.error === 'string';
+    if (valid && safe === text) {
+        r.headersOut['Content-Type'] = 'application/json';
+        r.return(status, oneLine(text));
+        return;
+    }
+    sendError(r, status, valid ? doc.error : safe);
+}
+
 async function invocations(r) {
     try {
         if (r.method !== 'POST') {
@@ -483,25 +501,27 @@ async function invocations(r) {
             throw new HttpError(405, 'Method Not Allowed: use POST /invocations');
         }
         var contentType = mediaType(r.headersIn['Content-Type']) || 'application/json';
-        if (!JSON_TYPES[contentType] && !JSONLINES_TYPES[contentType] && !CSV_TYPES[contentType]
-            && r.variables.tfs_python_service === '1') {
+        if (!has(JSON_TYPES, contentType) && !has(JSONLINES_TYPES, contentType)
+            && !has(CSV_TYPES, contentType)) {
             // Binary formats (images, npy, tf.Example, TFRecord) are the Python service's.
-            r.internalRedirect('@python_service');
+            handOver(r);
             return;
         }
         var route = routing(r);
         r.variables.tfs_model = route.model;  // for /metrics (nginx.conf.template)
         var format = responseFormat(r);
-        var body = requestBody(r, route);
+        var body = requestBody(r, route, contentType);
+        if (body === null) {
+            handOver(r);
+            return;
+        }
         var reply = await r.subrequest(tfsPath(route), {method: 'POST', body: body});
         if (upstreamFailure(r, reply)) {
             return;
         }
         var text = reply.responseText || '';
         if (reply.status !== 200) {
-            // TF Serving's own {"error": ...} passes through with its status, on one line.
-            r.headersOut['Content-Type'] = 'application/json';
-            r.return(reply.status, text.replace(/\n\s*/g, '') + '\n');
+            sendModelServerError(r, reply.status, text);
             return;
         }
         var out;
@@ -571,4 +591,11 @@ async function ping(r) {
     }
 }
 
-export default {invocations, ping};
+// ----- /execution-parameters ------------------------------------------------------------------
+
+function executionParameters(r) {
+    r.headersOut['Content-Type'] = 'application/json';
+    r.return(200, r.variables.tfs_execution_parameters + '\n');
+}
+
+export default {invocations, ping, executionParameters};

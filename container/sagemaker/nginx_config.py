@@ -10,12 +10,14 @@ from pathlib import Path
 
 NGINX_DIR = Path(__file__).resolve().parents[2] / "nginx"
 TEMPLATE_NAME = "nginx.conf.template"
-NJS_MODULE_CANDIDATES = (
-    "/usr/lib/nginx/modules/ngx_http_js_module.so",
-    "/usr/lib64/nginx/modules/ngx_http_js_module.so",
-    "/etc/nginx/modules/ngx_http_js_module.so",
-    "/usr/share/nginx/modules/ngx_http_js_module.so",
+MODULE_DIRS = (
+    "/usr/lib/nginx/modules",
+    "/usr/lib64/nginx/modules",
+    "/etc/nginx/modules",
+    "/usr/share/nginx/modules",
 )
+NJS_MODULE = "ngx_http_js_module.so"
+HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 _PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
 
 # /invocations through njs; what njs cannot convert goes on to the Python service.
@@ -23,18 +25,26 @@ FAST_PATH_LOCATIONS = """        location = /invocations {
             js_content tfs.invocations;
         }"""
 
-# /invocations straight to the Python service (the user's inference.py).
-SERVICE_LOCATIONS = """        location = /invocations {
-            proxy_pass http://python_service;
+# /invocations straight to the Python service (the user's inference.py); the query string
+# means nothing to it and is not passed.
+_POST_ONLY = '{"error": "Method Not Allowed: use POST /invocations", "request_id": "$req_id"}'
+SERVICE_LOCATIONS = f"""        location = /invocations {{
+            if ($request_method != POST) {{
+                add_header Allow POST always;
+                add_header X-Request-Id $req_id always;
+                return 405 '{_POST_ONLY}\\n';
+            }}
+            proxy_pass http://python_service/invocations;
             proxy_hide_header X-Request-Id;
-        }"""
+        }}"""
 
 
 # Multi-model endpoints: the /models API (loads wait up to SAGEMAKER_TFS_WAIT_TIME_SECONDS).
 def multi_model_locations(load_timeout_seconds: int) -> str:
     # Model names are opaque: `/models/..%2F..%2Fping` must reach the service as it was
-    # sent, so the raw request URI is matched before nginx decodes and resolves it.
-    return f"""        if ($request_uri ~ "^/models(/|\\?|$)") {{
+    # sent, so the raw request URI is matched before nginx decodes and resolves it; never on
+    # an error page's internal redirect (that one re-runs this with the original URI).
+    return f"""        if ($multi_model_route) {{
             rewrite ^ /_multi_model last;
         }}
 
@@ -46,8 +56,25 @@ def multi_model_locations(load_timeout_seconds: int) -> str:
         }}"""
 
 
+# The maps behind `$multi_model_route` (http level; volatile: re-evaluated after a redirect).
+MULTI_MODEL_MAPS = """    map $request_uri $multi_model_uri {
+        "~^/models(/|\\?|$)" 1;
+        default 0;
+    }
+    map $uri $not_error_page {
+        volatile;
+        "~^/_error/" 0;
+        default 1;
+    }
+    map "$multi_model_uri$not_error_page" $multi_model_route {
+        volatile;
+        "11" 1;
+        default 0;
+    }"""
+
 # Always present when the Python service runs: its /ping, /metrics and the njs hand-over.
 SERVICE_COMMON_LOCATIONS = """        location @python_service {
+            rewrite ^ /invocations? break;
             proxy_pass http://python_service;
             proxy_hide_header X-Request-Id;
         }
@@ -60,6 +87,12 @@ SERVICE_COMMON_LOCATIONS = """        location @python_service {
         location = /_service/ping {
             internal;
             proxy_pass_request_body off;
+            # no body, so no length (else: request desync); a location that sets a header
+            # inherits none, so the others are set again
+            proxy_set_header Content-Length "";
+            proxy_set_header Connection "";
+            proxy_set_header Host localhost;
+            proxy_set_header X-Request-Id $req_id;
             proxy_connect_timeout 1s;
             proxy_read_timeout 1500ms;
             proxy_pass http://python_service/ping;
@@ -86,7 +119,12 @@ class NginxLayout:
 
     binary: str
     njs_module: str
+    headers_more_module: str
     nginx_dir: Path
+
+
+def _module(name: str) -> str | None:
+    return next((f"{d}/{name}" for d in MODULE_DIRS if Path(d, name).exists()), None)
 
 
 def find_nginx(nginx_dir: Path = NGINX_DIR) -> NginxLayout:
@@ -95,14 +133,20 @@ def find_nginx(nginx_dir: Path = NGINX_DIR) -> NginxLayout:
     )
     if binary is None:
         raise NginxSetupError("nginx not found: install it (apt-get install nginx)")
-    module = next((p for p in NJS_MODULE_CANDIDATES if Path(p).exists()), None)
+    module = _module(NJS_MODULE)
     if module is None:
         raise NginxSetupError(
             "the nginx njs module was not found: install it (apt-get install libnginx-mod-http-js)"
         )
+    headers_more = _module(HEADERS_MORE_MODULE)
+    if headers_more is None:
+        raise NginxSetupError(
+            "the nginx headers-more module was not found: install it "
+            "(apt-get install libnginx-mod-http-headers-more-filter)"
+        )
     if not (nginx_dir / TEMPLATE_NAME).exists() or not (nginx_dir / "tfs.js").exists():
         raise NginxSetupError(f"{nginx_dir} must hold {TEMPLATE_NAME} and tfs.js")
-    return NginxLayout(binary, module, nginx_dir)
+    return NginxLayout(binary, module, headers_more, nginx_dir)
 
 
 def size_text(num_bytes: int) -> str:

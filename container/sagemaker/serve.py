@@ -32,6 +32,7 @@ from .model_server_command import (
 from .model_server_health import PROMETHEUS_PATH, instance_up, model_available
 from .nginx_config import (
     FAST_PATH_LOCATIONS,
+    MULTI_MODEL_MAPS,
     NGINX_DIR,
     SERVICE_COMMON_LOCATIONS,
     SERVICE_LOCATIONS,
@@ -205,6 +206,9 @@ def nginx_child(
     listen = f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port)
     values: dict[str, object] = {
         "NJS_MODULE": layout.njs_module,
+        "HEADERS_MORE_MODULE": layout.headers_more_module,
+        "CLIENT_TIMEOUT": settings.nginx_client_timeout_seconds,
+        "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
         "WORKER_PROCESSES": "auto",
         "RUN_DIR": run_dir,
         "LOG_LEVEL": settings.nginx_log_level,
@@ -216,7 +220,8 @@ def nginx_child(
         "RESPONSE_BUFFER": size_text(RESPONSE_BUFFER_BYTES),
         "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
         "TFS_SERVERS": upstream_servers(rest_ports),
-        "EXTRA_UPSTREAMS": service_upstream(service.socket_path),
+        "EXTRA_UPSTREAMS": service_upstream(service.socket_path)
+        + ("\n\n" + MULTI_MODEL_MAPS if settings.multi_model else ""),
         "LISTEN": listen,
         "DEFAULT_MODEL": default,
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
@@ -229,7 +234,6 @@ def nginx_child(
             else ""
         ),
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
-        "PYTHON_SERVICE": "1",
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
         # multi-model: 200 once the service is up, whatever is loaded
         "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping".strip(),

@@ -111,6 +111,17 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "used as the model server REST deadline",
     ),
     (
+        "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS",
+        "10",
+        "nginx: time for a client to send the whole request header, and the longest gap while "
+        "it sends a body or reads an answer; a slower client is disconnected",
+    ),
+    (
+        "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT",
+        "1024",
+        "nginx: requests in progress per client address (more are answered 429)",
+    ),
+    (
         "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET",
         "unset",
         "S3 bucket of inference code shared by all models (used with the prefix)",
@@ -176,6 +187,8 @@ class Settings:
     gunicorn_timeout_seconds: int = _env("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS")
     log_format: str = _env("SAGEMAKER_LOG_FORMAT")
     nginx_proxy_read_timeout_seconds: int = _env("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS")
+    nginx_client_timeout_seconds: int = _env("SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS")
+    nginx_max_connections_per_client: int = _env("SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT")
     universal_bucket: str | None = _env("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET")
     universal_prefix: str | None = _env("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX")
     mme_memory_reserve_mb: int = _env("SAGEMAKER_MME_MEMORY_RESERVE_MB")
@@ -247,6 +260,12 @@ class Settings:
             log_format=_choice(env, "SAGEMAKER_LOG_FORMAT", "text", LOG_FORMATS),
             nginx_proxy_read_timeout_seconds=_int(
                 env, "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", 60, 1, _MAX_SECONDS
+            ),
+            nginx_client_timeout_seconds=_int(
+                env, "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS", 10, 1, _MAX_SECONDS
+            ),
+            nginx_max_connections_per_client=_int(
+                env, "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT", 1024, 1, 1_000_000
             ),
             universal_bucket=_raw(env, "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET"),
             universal_prefix=_raw(env, "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX"),

@@ -136,7 +136,12 @@ def test_final_stage_has_nginx_njs_and_no_build_tools(dockerfile):
     installed = re.findall(r"apt-get install [^&]*", runs)
     assert installed, f"{dockerfile.name}: no apt-get install in the final stage"
     packages = {word.split("=")[0] for line in installed for word in line.split()[2:]}
-    assert {"nginx", "libnginx-mod-http-js", "python3"} <= packages
+    assert {
+        "nginx",
+        "libnginx-mod-http-js",
+        "libnginx-mod-http-headers-more-filter",
+        "python3",
+    } <= packages
     assert not packages & set(BUILD_TOOLS), packages & set(BUILD_TOOLS)
 
 

@@ -41,6 +41,8 @@ def test_defaults():
         "gunicorn_timeout_seconds": 30,
         "log_format": "text",
         "nginx_proxy_read_timeout_seconds": 60,
+        "nginx_client_timeout_seconds": 10,
+        "nginx_max_connections_per_client": 1024,
         "universal_bucket": None,
         "universal_prefix": None,
         "mme_memory_reserve_mb": 256,
@@ -121,6 +123,13 @@ def test_settings_are_frozen():
             "300",
             "nginx_proxy_read_timeout_seconds",
             300,
+        ),
+        ("SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS", "30", "nginx_client_timeout_seconds", 30),
+        (
+            "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT",
+            "64",
+            "nginx_max_connections_per_client",
+            64,
         ),
         ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET", "bucket", "universal_bucket", "bucket"),
         ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX", "code/v1", "universal_prefix", "code/v1"),
@@ -271,7 +280,7 @@ def test_every_sagemaker_field_is_documented():
     documented = {name for name, _, _ in VARIABLES}
     envs = [f.metadata.get("env") for f in dataclasses.fields(Settings)]
     sagemaker_envs = {e for e in envs if e and e.startswith("SAGEMAKER_")}
-    assert len(sagemaker_envs) == 30
+    assert len(sagemaker_envs) == 32
     assert sagemaker_envs <= documented
     assert {e for e in envs if e} == documented
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
