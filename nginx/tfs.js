@@ -6,8 +6,8 @@
 //
 // njs frees nothing before a request ends, so every step here allocates in proportion to the
 // body, with a small constant: no string built a character at a time, no regular expression or
-// JSON.stringify per value. What needs more than that (quoted CSV, text fields, JSON that does
-// not parse, NaN tokens in a request) is handed to the Python service, which applies the same
+// JSON.stringify per value. What needs more than that (CSV with quotes, text or special
+// numbers, JSON that does not parse) is handed to the Python service, which applies the same
 // format rules.
 
 var NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/;
@@ -129,13 +129,21 @@ function tfsPath(route) {
 
 // ----- request bodies: a TF Serving request text, or null to hand the request over ----------
 
-// JSON.parse, or UNPARSED when the text is malformed, holds NaN tokens or is nested deeper
-// than njs parses (no object per call: JSON Lines parse once per line).
+// JSON.parse (bare NaN/Infinity tokens taken as TF Serving does), or UNPARSED when the text
+// is malformed or nested deeper than njs parses. No object per call: JSON Lines parse once per
+// line.
 var UNPARSED = Object.create(null);
 
 function parseOr(text) {
     try {
         return JSON.parse(text);
+    } catch (e) {
+        if (text.indexOf('NaN') < 0 && text.indexOf('Infinity') < 0) {
+            return UNPARSED;
+        }
+    }
+    try {
+        return JSON.parse(protectSpecialTokens(text));
     } catch (e) {
         return UNPARSED;
     }
@@ -283,7 +291,7 @@ function responseFormat(r) {
 }
 
 // Replace bare NaN/Infinity tokens (outside strings) by sentinel strings so JSON.parse takes
-// them. Only model server answers that hold such tokens get here.
+// them (a scan, so only texts that hold such tokens get here).
 function protectSpecialTokens(text) {
     var out = [];
     var start = 0;
