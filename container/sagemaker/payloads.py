@@ -303,7 +303,10 @@ _INT = re.compile(r"[+-]?\d+\Z")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)\Z")
 _NONFINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 # One RFC 4180 field at a position: quoted (with "" escapes, lenient tail) or plain.
-_CSV_FIELD = re.compile(r'"(?:[^"]|"")*"?[^,]*|[^,]*')
+_CSV_FIELD = re.compile(r'"(?:[^"]+|"")*"?[^,]*|[^,]*')
+# A field may be as long as the body (whose size nginx limits); the csv module's default
+# limit (128 KiB) would refuse a long text or a base64 image.
+csv.field_size_limit(2**62)
 
 
 class _LineTap:
