@@ -59,7 +59,7 @@ DEFAULT_MODEL_DIR = Path("/opt/ml/model")
 MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model endpoint models
 SHUTDOWN_GRACE_SECONDS = 20  # nginx drains in-flight requests; SageMaker kills at 30 s
 DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
-RESPONSE_BUFFER_BYTES = 100 * 1024 * 1024
+ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
 
 
 class StartupError(RuntimeError):
@@ -217,7 +217,7 @@ def nginx_child(
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "BODY_LIMIT": size_text(settings.body_limit_bytes),
-        "RESPONSE_BUFFER": size_text(RESPONSE_BUFFER_BYTES),
+        "RESPONSE_BUFFER": size_text(ANSWER_LIMIT_FACTOR * settings.body_limit_bytes),
         "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
         "TFS_SERVERS": upstream_servers(rest_ports),
         "EXTRA_UPSTREAMS": service_upstream(service.socket_path)

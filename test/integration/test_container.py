@@ -155,7 +155,7 @@ def test_bad_routing_is_4xx_json(stack, attributes, status, fragment):
     [
         ("{not json", "application/json", 400, "Malformed JSON"),
         ("", "application/json", 400, "Empty request body"),
-        ('{"instances": [1.0,', "application/json", 400, "Malformed JSON"),
+        ('{"instances": [1.0,', "application/json", 400, "JSON Parse error"),
         ('{"instances": ["a"]}', "application/json", 400, "not of expected type"),
         ("1.0\n{oops\n", "application/jsonlines", 400, "line 2"),
         ('"unterminated\n1', "text/csv", 400, "unterminated"),
