@@ -41,7 +41,7 @@ def test_registry_round_trips_and_replaces_atomically(tmp_path):
     registry = Registry(tmp_path)
     assert registry.read() == {}
     with registry.locked():
-        registry.write({"a": model("a"), "b/c": model("b/c")})
+        registry.write({"a": model("a"), "b/c": model("b/c")}, registry.generation())
     assert registry.read() == {"a": model("a"), "b/c": model("b/c")}
     assert not list(tmp_path.glob("*.tmp"))
 
@@ -70,7 +70,7 @@ def test_the_lock_excludes_other_processes_and_gives_up_at_its_deadline(tmp_path
 def test_pages_in_name_order_with_a_token_until_the_end(tmp_path):
     registry = Registry(tmp_path)
     with registry.locked():
-        registry.write({n: model(n) for n in ["d", "a", "c", "b", "e"]})
+        registry.write({n: model(n) for n in ["d", "a", "c", "b", "e"]}, "")
     manager = MultiModelManager(registry, None, tmp_path, 1.0, 0)  # type: ignore[arg-type]
     seen, token = [], None
     while True:
