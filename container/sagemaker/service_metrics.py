@@ -24,11 +24,11 @@ OTHER_MODELS = "(other)"
 def label_text(value: str) -> str:
     """A label value of bounded length: printable, a long one cut with a hash of the rest
     (names are opaque strings of up to 1024 characters on multi-model endpoints)."""
-    value = "".join(c if c.isprintable() else "?" for c in value[: 4 * MAX_LABEL_CHARS])
+    shown = "".join(c if c.isprintable() else "?" for c in value[:MAX_LABEL_CHARS])
     if len(value) <= MAX_LABEL_CHARS:
-        return value
+        return shown
     digest = hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:12]
-    return f"{value[: MAX_LABEL_CHARS - 14]}..{digest}"
+    return f"{shown[: MAX_LABEL_CHARS - 14]}..{digest}"
 
 
 class ServiceMetrics:
