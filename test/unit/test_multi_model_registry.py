@@ -216,7 +216,7 @@ def test_after_a_model_server_death_everything_counts_as_unloaded_without_the_lo
 
 def test_a_change_based_on_an_older_generation_counts_as_lost(tmp_path):
     registry = Registry(tmp_path)
-    models, generation = registry.snapshot()
+    _, generation = registry.snapshot()
     registry.invalidate()  # a model server died while the change was under way
     registry.write({"a": model("a")}, generation)
     assert registry.read() == {}
