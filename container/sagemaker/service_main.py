@@ -24,12 +24,14 @@ from .service_access import read_token
 from .service_metrics import ServiceMetrics
 from .settings import LOG_FORMATS
 
-# gunicorn accepts whatever nginx in front accepts (request lines up to its 8 KB header
-# buffers, thousands of headers), so nothing nginx passes on meets gunicorn's own limits.
+# gunicorn accepts whatever nginx in front passes on: with nginx's default header buffers
+# (4 x 8 KB) a request line of up to 8190 bytes, header lines of up to 8 KB, and at most
+# about 8,000 of them in 32 KB. Still bounded: a worker buffers a request's head before the
+# run's secret is checked.
 REQUEST_LIMITS = {
-    "limit_request_line": 0,  # unlimited (gunicorn caps it at 1 MB)
-    "limit_request_fields": 32768,  # gunicorn's maximum
-    "limit_request_field_size": 65536,
+    "limit_request_line": 8190,  # gunicorn's maximum
+    "limit_request_fields": 10000,
+    "limit_request_field_size": 16384,
 }
 
 

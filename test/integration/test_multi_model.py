@@ -278,6 +278,9 @@ def test_what_nginx_passes_on_gunicorn_takes(mme):
     # request lines of 4-8 KB and more than 100 headers (gunicorn's defaults: 414, 431)
     reply = requests.get(f"{mme.url}/models", params={"x": "a" * 7000}, timeout=10)
     assert reply.status_code == 200, reply.text
+    longest = "/models?x=" + "a" * (8190 - len("GET  HTTP/1.1") - len("/models?x="))
+    status, head, body = raw(mme, f"GET {longest} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert status == 200, (head, body)  # the longest request line nginx's buffers hold
     headers = {f"X-Header-{i}": "v" for i in range(150)}
     reply = requests.get(f"{mme.url}/models", headers=headers, timeout=10)
     assert reply.status_code == 200, reply.text
