@@ -135,6 +135,13 @@ def test_without_the_runs_secret_every_request_is_403(service):
     assert status == 403
 
 
+def test_the_secret_is_neither_in_argv_nor_in_the_environment(service):
+    child = service.process.child
+    assert service.token not in " ".join(child.argv)
+    assert not any(service.token in value for value in (child.env or {}).values())
+    assert service.token not in service.log()
+
+
 def test_sockets_are_for_serves_user_or_nginxs_workers_only(service):
     process = service.process
     folder = process.socket_dir.stat()
