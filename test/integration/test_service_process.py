@@ -77,12 +77,14 @@ def status_of(reply: bytes) -> tuple[int, bytes, bytes]:
     return int(head.split(b" ", 2)[1]), head, body
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory) -> Iterator[Service]:
+@pytest.fixture(scope="module", params=["gthread", "sync"])
+def service(request, tmp_path_factory) -> Iterator[Service]:
     root = tmp_path_factory.mktemp("service_process")
     (root / "model").mkdir()  # no code/: the built-in formats service
     (root / "run").mkdir()
-    settings = Settings.from_env({"SAGEMAKER_GUNICORN_WORKERS": "1"})
+    settings = Settings.from_env(
+        {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_GUNICORN_WORKER_CLASS": request.param}
+    )
     process = service_process(settings, root / "model", root / "run", "m", [(1, 2)], {})
     svc = Service(process)
     process.child.start()
