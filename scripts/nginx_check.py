@@ -17,6 +17,7 @@ from pathlib import Path
 from sagemaker_serving.model_discovery import Model
 from sagemaker_serving.nginx_config import find_nginx
 from sagemaker_serving.serve import StartupError, nginx_child
+from sagemaker_serving.service_access import new_access
 from sagemaker_serving.service_process import ServiceProcess
 from sagemaker_serving.settings import Settings
 from sagemaker_serving.supervisor import Child
@@ -39,6 +40,7 @@ def check_variant(
         socket_dir,
         user_code,
         socket_dir / "front-metrics.sock",
+        new_access(),
     )
     models = [Model("half_plus_three", run_dir / "models" / "half_plus_three", (123, 124))]
     if multi_model:

@@ -1,10 +1,11 @@
 """Multi-model endpoints: load, list, get and unload models on the running model servers.
 
 What is loaded lives in one JSON file (`models.json` in the state directory), changed only
-under an exclusive file lock, so every gunicorn worker (and serve, after a model server
-crash) sees one consistent list. A load or unload sends the whole new model list to every
-model server instance (HandleReloadConfigRequest) and answers once the versions are
-AVAILABLE, or gone; a failed load is taken back out before the error is answered.
+under an exclusive file lock, so every gunicorn worker sees one consistent list; serve marks
+it stale, without the lock, when a model server dies. A load or unload sends the whole new
+model list to every model server instance (HandleReloadConfigRequest) and answers once the
+versions are AVAILABLE, or gone; a failed or timed-out load is taken back out of every
+instance before the error is answered.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import time
-from collections.abc import Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,6 +35,7 @@ log = logging.getLogger(__name__)
 MEMORY_FACTOR = 2.0  # loaded size / size on disk, a rough upper bound for SavedModels
 MAX_NAME_LENGTH = 1024
 LOCK_WAIT_SECONDS = 600.0
+ROLLBACK_SECONDS = 30.0  # per instance, to take a failed load back out
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
@@ -65,11 +69,17 @@ def internal_name(name: str) -> str:
 
 
 class Registry:
-    """The loaded models, in a JSON file shared by every process; writes under a lock."""
+    """The loaded models, in a JSON file shared by every process; writes under a lock.
+
+    The file is stamped with the registry's generation: `invalidate` (serve, when a model
+    server dies) starts a new one without taking the lock, and from then on every model
+    written under an older generation counts as unloaded.
+    """
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / "models.json"
         self.lock_path = state_dir / "models.lock"
+        self.generation_path = state_dir / "generation"
 
     @contextlib.contextmanager
     def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
@@ -90,21 +100,47 @@ class Registry:
         finally:
             os.close(fd)  # releases the lock
 
-    def read(self) -> dict[str, LoadedModel]:
+    def generation(self) -> str:
+        try:
+            return self.generation_path.read_text()
+        except FileNotFoundError:
+            return ""
+
+    def invalidate(self) -> None:
+        """Every model counts as unloaded from now on. Takes no lock, so it never waits; the
+        next load or unload sends the model servers the list without the old models."""
+        _replace(self.generation_path, uuid.uuid4().hex)
+
+    def snapshot(self) -> tuple[dict[str, LoadedModel], str]:
+        """The models of the current generation, and that generation (for `write`)."""
+        generation = self.generation()
         try:
             doc = json.loads(self.path.read_text())
         except FileNotFoundError:
-            return {}
-        return {
+            return {}, generation
+        if doc.get("generation", "") != generation:
+            return {}, generation
+        models = {
             item["name"]: LoadedModel(**{**item, "versions": tuple(item["versions"])})
             for item in doc["models"]
         }
+        return models, generation
 
-    def write(self, models: dict[str, LoadedModel]) -> None:
-        """Replace the file atomically (readers never see half of it); hold the lock."""
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"models": [asdict(m) for m in models.values()]}))
-        os.replace(tmp, self.path)
+    def read(self) -> dict[str, LoadedModel]:
+        return self.snapshot()[0]
+
+    def write(self, models: dict[str, LoadedModel], generation: str) -> None:
+        """Replace the file atomically (readers never see half of it); hold the lock.
+        `generation`: the one the change was based on (a model server death since then
+        leaves the file stale, so the change counts as lost, as it is on that server)."""
+        doc = {"generation": generation, "models": [asdict(m) for m in models.values()]}
+        _replace(self.path, json.dumps(doc))
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 class MultiModelManager:
@@ -144,11 +180,16 @@ class MultiModelManager:
         return chunk, str(start + limit) if more else None
 
     # ----- changes (under the lock) -----------------------------------------------------------
-    def load(self, name: str, url: str) -> LoadedModel:
+    def load(
+        self, name: str, url: str, prepare: Callable[[LoadedModel, float], None] | None = None
+    ) -> LoadedModel:
+        """Load `name` from `url` on every instance; listed only once all is done. `prepare`
+        (e.g. installing its requirements.txt) runs first, with the load's deadline. A load
+        that fails or runs past its deadline is taken back out of every instance."""
         check_name(name)
         base = self._model_url(url)
         with self.registry.locked():
-            models = self.registry.read()
+            models, generation = self.registry.snapshot()
             if name in models:
                 raise MultiModelError(f"Model {name} is already loaded", 409)
             found = find_model(base, internal_name(name))
@@ -162,40 +203,35 @@ class MultiModelManager:
                 name, str(base), found.name, str(found.base_path), tuple(found.versions)
             )
             deadline = time.monotonic() + self.load_timeout_seconds
+            if prepare is not None:
+                prepare(model, deadline)
             try:
                 self._apply([*models.values(), model], deadline)
                 self._wait(model, deadline, available=True)
-            except MultiModelError as exc:
-                log.warning("loading %s failed: %s; taking it back out", name, exc.message)
-                with contextlib.suppress(MultiModelError):
-                    self._apply(list(models.values()), time.monotonic() + 60)
-                raise
+            except Exception as exc:
+                error = _load_error(name, exc)
+                log.warning("loading %s failed: %s; taking it back out", name, error.message)
+                self._take_back(list(models.values()))
+                raise error from None
             models[name] = model
-            self.registry.write(models)
+            self.registry.write(models, generation)
         log.info("loaded model %s from %s as %s %s", name, url, model.internal_name, model.versions)
         return model
 
     def unload(self, name: str) -> None:
         with self.registry.locked():
-            models = self.registry.read()
+            models, generation = self.registry.snapshot()
             model = models.pop(name, None)
             if model is None:
                 raise MultiModelError(f"Model {name} is not loaded", 404)
             deadline = time.monotonic() + self.load_timeout_seconds
-            self.registry.write(models)  # invocations see it gone from now on
-            self._apply(list(models.values()), deadline)
-            self._wait(model, deadline, available=False)
+            self.registry.write(models, generation)  # invocations see it gone from now on
+            try:
+                self._apply(list(models.values()), deadline)
+                self._wait(model, deadline, available=False)
+            except HandlerError as exc:
+                raise _as_multi_model_error(f"Unloading model {name}", exc) from None
         log.info("unloaded model %s (%s)", name, model.internal_name)
-
-    def forget_all(self) -> list[str]:
-        """After a model server crash: everything counts as unloaded (SageMaker reloads on
-        the next invoke's 404), and the surviving instances drop their models."""
-        with self.registry.locked():
-            names = list(self.registry.read())
-            self.registry.write({})
-            with contextlib.suppress(MultiModelError):
-                self._apply([], time.monotonic() + 30, skip_unreachable=True)
-        return names
 
     # ----- helpers -----------------------------------------------------------------------------
     def _model_url(self, url: str) -> Path:
@@ -204,12 +240,18 @@ class MultiModelManager:
         path = Path(url)
         if not path.is_absolute():
             path = self.model_root / path
-        resolved = path.resolve()
-        if resolved != self.model_root and self.model_root not in resolved.parents:
+        try:
+            resolved = path.resolve()
+            inside = resolved == self.model_root or self.model_root in resolved.parents
+            is_dir = inside and resolved.is_dir()
+        except (OSError, ValueError) as exc:  # e.g. a name over 255 bytes
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise MultiModelError(f"url {url} is not a usable path: {reason}", 400) from None
+        if not inside:
             raise MultiModelError(
                 f"url {url} is outside the model directory {self.model_root}", 400
             )
-        if not resolved.is_dir():
+        if not is_dir:
             raise MultiModelError(f"Could not find a model directory at {url}", 404)
         return resolved
 
@@ -229,24 +271,34 @@ class MultiModelManager:
                 507,
             )
 
-    def _apply(
-        self, models: Sequence[LoadedModel], deadline: float, skip_unreachable: bool = False
-    ) -> None:
+    def _apply(self, models: Sequence[LoadedModel], deadline: float) -> None:
         """Send the model list to every model server instance (each waits for its loads)."""
-        config = model_server_config([m.as_model() for m in models]).SerializeToString()
+        config = self._config(models)
+        for index in range(len(self.client.grpc_ports)):
+            self._apply_to(index, config, deadline)
+
+    def _take_back(self, models: Sequence[LoadedModel]) -> None:
+        """After a failed load: every instance gets the list without it, each within its own
+        deadline (one that does not answer is logged; it cannot hold up the others)."""
+        config = self._config(models)
         for index in range(len(self.client.grpc_ports)):
             try:
-                message = self.client.reload_config(index, config, deadline)
-            except HandlerError as exc:
-                if skip_unreachable:
-                    continue
-                message = f"The model server did not apply the models: {exc}"
-                raise MultiModelError(message, 503) from None
-            if message is not None:
-                status = 507 if "RESOURCE_EXHAUSTED" in message or "memory" in message else 500
-                raise MultiModelError(
-                    f"The model server could not load the model: {message}", status
-                )
+                self._apply_to(index, config, time.monotonic() + ROLLBACK_SECONDS)
+            except MultiModelError as exc:
+                log.error("model server %d did not take the model back out: %s", index, exc)
+
+    @staticmethod
+    def _config(models: Sequence[LoadedModel]) -> bytes:
+        return model_server_config([m.as_model() for m in models]).SerializeToString()
+
+    def _apply_to(self, index: int, config: bytes, deadline: float) -> None:
+        try:
+            message = self.client.reload_config(index, config, deadline)
+        except HandlerError as exc:
+            raise _as_multi_model_error("The model server did not apply the models", exc) from None
+        if message is not None:
+            status = 507 if "RESOURCE_EXHAUSTED" in message or "memory" in message else 500
+            raise MultiModelError(f"The model server could not load the model: {message}", status)
 
     def _wait(self, model: LoadedModel, deadline: float, available: bool) -> None:
         """Until every version is AVAILABLE (or the model is gone) on every instance."""
@@ -270,6 +322,21 @@ class MultiModelManager:
                     504 if available else 500,
                 )
             time.sleep(0.05)
+
+
+def _as_multi_model_error(what: str, exc: HandlerError) -> MultiModelError:
+    """A model server call's failure (503 down, 504 past the deadline, ...) as ours."""
+    if isinstance(exc, MultiModelError):
+        return exc
+    return MultiModelError(f"{what}: {exc.message}", exc.status if exc.status >= 500 else 500)
+
+
+def _load_error(name: str, exc: Exception) -> MultiModelError:
+    """Why a load failed, for the JSON answer (504 when it ran past its deadline)."""
+    if isinstance(exc, HandlerError):
+        return _as_multi_model_error(f"Model {name} could not be loaded", exc)
+    log.error("loading model %s failed", name, exc_info=exc)
+    return MultiModelError(f"Model {name} could not be loaded: {type(exc).__name__}: {exc}", 500)
 
 
 def check_name(name: object) -> None:

@@ -6,11 +6,12 @@ Thin falcon resources over MultiModelManager; each model's handlers come from it
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
+import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -20,7 +21,15 @@ import orjson
 
 from .handler_context import HandlerError
 from .multi_model import LoadedModel, MultiModelError, MultiModelManager
-from .user_code import LIB_DIR, Handlers, has_user_code, install_requirements, load_handlers
+from .user_code import (
+    LIB_DIR,
+    Handlers,
+    RequirementsTimeout,
+    UserCodeError,
+    has_user_code,
+    install_requirements,
+    load_handlers,
+)
 
 if TYPE_CHECKING:
     from .python_service import Invocations
@@ -63,9 +72,17 @@ class ModelCode:
             return self.universal_dir
         return None
 
-    def install(self, model: LoadedModel) -> None:
-        """The model's own requirements.txt, into a directory of its own (at load)."""
-        install_requirements(model.code_dir, self.packages_root / model.internal_name, self.timeout)
+    def install(self, model: LoadedModel, deadline: float) -> None:
+        """The model's own requirements.txt, into a directory of its own, before the load
+        goes on (MultiModelManager.load's `prepare`): 400 when pip fails, 504 past the
+        deadline."""
+        target = self.packages_root / model.internal_name
+        try:
+            install_requirements(model.code_dir, target, max(1.0, deadline - time.monotonic()))
+        except UserCodeError as exc:
+            shutil.rmtree(target, ignore_errors=True)
+            status = 504 if isinstance(exc, RequirementsTimeout) else 400
+            raise MultiModelError(f"Model {model.name}: {exc}", status) from None
 
     def handlers(self, model: LoadedModel) -> Handlers:
         key = (model.internal_name, model.url)
@@ -110,13 +127,7 @@ class ModelsResource:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         try:
             name, url = _load_request(req)
-            model = self.manager.load(name, url)
-            try:
-                self.code.install(model)
-            except Exception as exc:  # a bad requirements.txt: the load is taken back
-                with contextlib.suppress(MultiModelError):
-                    self.manager.unload(name)
-                raise MultiModelError(f"Model {name}: {exc}", 400) from None
+            model = self.manager.load(name, url, prepare=self.code.install)
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
             return
@@ -151,7 +162,7 @@ class ModelSink:
                 self.code.forget(model)
                 _ok(resp, {"success": f"Model {name} is unloaded"})
             else:
-                resp.set_header("Allow", "GET, DELETE")
+                resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
@@ -186,7 +197,7 @@ def _load_request(req: falcon.Request) -> tuple[str, str]:
     if body.strip():
         try:
             doc = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise MultiModelError(f"The request body is not valid JSON: {exc}", 400) from None
     if not isinstance(doc, dict):
         raise MultiModelError('Expected a JSON object {"model_name": ..., "url": ...}', 400)

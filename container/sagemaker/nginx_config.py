@@ -93,6 +93,7 @@ SERVICE_COMMON_LOCATIONS = """        location @python_service {
             proxy_set_header Connection "";
             proxy_set_header Host localhost;
             proxy_set_header X-Request-Id $req_id;
+            proxy_set_header X-Sagemaker-Serving-Token $service_token;
             proxy_connect_timeout 1s;
             proxy_read_timeout 1500ms;
             proxy_pass http://python_service/ping;

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import contextlib
 import csv
 import io
 import json
@@ -129,7 +130,10 @@ def _loads(data: bytes | str) -> tuple[Any, bool]:
         seen.append(token)
         return _CONSTANTS[token]
 
-    return json.loads(data, parse_constant=constant), bool(seen)
+    try:
+        return json.loads(data, parse_constant=constant), bool(seen)
+    except RecursionError:
+        raise ValueError("the JSON is nested too deeply") from None
 
 
 def _dumps(value: Any, nonfinite: bool = False) -> bytes:
@@ -228,6 +232,31 @@ def decode_request(
     `inputs` (from signature_inputs) steers the binary formats; None means unknown.
     Raises PayloadError (400 bad payload, 415 unsupported type or no fitting model input).
     """
+    with client_bytes(content_type):
+        return _decode_request(body, content_type, inputs, method)
+
+
+@contextlib.contextmanager
+def client_bytes(content_type: str | None) -> Iterator[None]:
+    """Whatever a decoder raises on the client's bytes is a 400 (a corrupt .npz, an invalid
+    code point in a `<U` array, JSON nested too deeply...), never a 500."""
+    try:
+        yield
+    except (PayloadError, MemoryError):
+        raise
+    except Exception as err:
+        what = media_type(content_type) or "request"
+        raise PayloadError(
+            400, f"Could not decode the {what} body: {type(err).__name__}: {err}"
+        ) from None
+
+
+def _decode_request(
+    body: bytes,
+    content_type: str,
+    inputs: Mapping[str, InputSpec] | None,
+    method: str,
+) -> ModelRequest:
     if method not in METHODS:
         raise PayloadError(
             400, f"Unsupported method: {method} (expected predict, classify or regress)"

@@ -46,6 +46,7 @@ from .nginx_config import (
     upstream_servers,
 )
 from .ports import allocate_model_server_ports
+from .service_access import write_private
 from .service_process import ServiceProcess, mme_state_dir, service_process
 from .settings import Settings, SettingsError
 from .supervisor import Child, Supervisor, stop_all
@@ -179,7 +180,8 @@ class NginxConf:
 
     def write(self, draining: bool = False) -> Path:
         self.values["DRAINING"] = "1" if draining else "0"
-        self.path.write_text(render_file(self.layout.nginx_dir, self.values))
+        # 0600: it holds the run's secret (service_access.py)
+        write_private(self.path, render_file(self.layout.nginx_dir, self.values))
         return self.path
 
 
@@ -235,6 +237,8 @@ def nginx_child(
         ),
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
+        "SERVICE_TOKEN": service.access.token,
+        "NGINX_USER": service.access.nginx_user,
         # multi-model: 200 once the service is up, whatever is loaded
         "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping".strip(),
     }
@@ -295,22 +299,18 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
 
 def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
     """Multi-model: when a model server dies, every model counts as unloaded (invoke answers
-    404, so SageMaker loads it again) and the other instances drop theirs."""
-    from .model_client import ModelServerClient
-    from .multi_model import MultiModelManager, Registry
+    404, so SageMaker loads it again). Marking the registry stale takes no lock, so the
+    supervisor never waits on a load in progress; the service's next load or unload sends
+    the surviving instances the list without the old models."""
+    from .multi_model import Registry
 
-    manager = MultiModelManager(
-        Registry(mme_state_dir(stack.run_dir)),
-        ModelServerClient(stack.rest_ports, stack.grpc_ports),
-        stack.run_dir,
-        float(stack.settings.wait_time_seconds),
-        0,
-    )
+    registry = Registry(mme_state_dir(stack.run_dir))
 
     def on_death(child: Child) -> None:
         if child in stack.model_servers:
-            names = manager.forget_all()
-            log.warning("%s died: %d model(s) now count as unloaded", child.name, len(names))
+            count = len(registry.read())
+            registry.invalidate()
+            log.warning("%s died: %d model(s) now count as unloaded", child.name, count)
 
     return on_death
 

@@ -4,7 +4,9 @@ PROMETHEUS_MULTIPROC_DIR is set, which serve does)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator
 
@@ -14,10 +16,31 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 RECORD_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 
+MAX_MODEL_LABELS = 100  # distinct model label values per process; then OTHER_MODELS
+MAX_LABEL_CHARS = 100
+OTHER_MODELS = "(other)"
+
+
+def label_text(value: str) -> str:
+    """A label value of bounded length: printable, a long one cut with a hash of the rest
+    (names are opaque strings of up to 1024 characters on multi-model endpoints)."""
+    shown = "".join(c if c.isprintable() else "?" for c in value[:MAX_LABEL_CHARS])
+    if len(value) <= MAX_LABEL_CHARS:
+        return shown
+    digest = hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:12]
+    return f"{shown[: MAX_LABEL_CHARS - 14]}..{digest}"
+
+
 class ServiceMetrics:
-    """Request counts by route/status/model, latency per stage, records per request."""
+    """Request counts by route/status/model, latency per stage, records per request.
+
+    The model label takes at most MAX_MODEL_LABELS values per process (names past that
+    count as OTHER_MODELS), so clients choosing names cannot grow /metrics without bound.
+    """
 
     def __init__(self) -> None:
+        self._models: set[str] = set()
+        self._models_lock = threading.Lock()
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "sagemaker_requests",
@@ -46,8 +69,18 @@ class ServiceMetrics:
             registry=self.registry,
         )
 
+    def model_label(self, model: str) -> str:
+        label = label_text(model)
+        with self._models_lock:
+            if label in self._models:
+                return label
+            if len(self._models) >= MAX_MODEL_LABELS:
+                return OTHER_MODELS
+            self._models.add(label)
+            return label
+
     def request(self, route: str, status: int, model: str, seconds: float) -> None:
-        self.requests.labels(route, str(status), model).inc()
+        self.requests.labels(route, str(status), self.model_label(model)).inc()
         self.latency.labels(route).observe(seconds)
 
     @contextlib.contextmanager

@@ -8,12 +8,13 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import service_access
 from .front_metrics import bind_socket
 from .python_service import ServiceConfig
+from .service_access import Access, new_access, token_fd
 from .settings import Settings, SettingsError
 from .supervisor import Child
 from .universal_code import download_universal_code
@@ -30,17 +31,27 @@ class ServiceProcess:
     handles_invocations: bool  # True with user code; else it only takes the binary formats
 
     metrics_socket: Path  # nginx sends a datagram per request it answers (front_metrics.py)
+    access: Access  # the run's secret nginx sends along, and who nginx's workers are
 
     def cleanup(self) -> None:
-        if self.child.pass_fds:
+        for fd in self.child.pass_fds:
             with contextlib.suppress(OSError):
-                os.close(self.child.pass_fds[0])
+                os.close(fd)
         shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 def mme_state_dir(run_dir: Path) -> Path:
     """Where the multi-model registry, its lock and per-model packages live."""
     return run_dir / "multi-model"
+
+
+def fresh_mme_state_dir(run_dir: Path) -> Path:
+    """An empty state dir: a new run starts with no models (its model servers have none),
+    whatever an earlier run with the same --run-dir left behind."""
+    state_dir = mme_state_dir(run_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    return state_dir
 
 
 def service_process(
@@ -86,12 +97,11 @@ def service_process(
         load_timeout_seconds=float(settings.wait_time_seconds),
         memory_reserve_bytes=settings.mme_memory_reserve_mb * 1024 * 1024,
     )
-    mme_state_dir(run_dir).mkdir(parents=True, exist_ok=True)
+    fresh_mme_state_dir(run_dir)
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
-    # nginx workers may run as another user: the socket lives in a directory they can reach.
-    socket_dir = Path(tempfile.mkdtemp(prefix="sagemaker-service-"))
-    socket_dir.chmod(0o755)
+    access = new_access()
+    socket_dir = service_access.socket_dir(access)  # for nginx's workers only
     socket_path = str(socket_dir / "gunicorn.sock")
     metrics_dir = run_dir / "prometheus"
     shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -109,10 +119,12 @@ def service_process(
         f"--timeout={settings.gunicorn_timeout_seconds}",
         f"--log-level={settings.gunicorn_log_level}",
         f"--log-format={settings.log_format}",
+        f"--umask={access.umask:o}",
     ]
     metrics_socket = socket_dir / "front-metrics.sock"
-    metrics_fd = bind_socket(metrics_socket).detach()
-    argv.append(f"--front-metrics-fd={metrics_fd}")
+    metrics_fd = bind_socket(metrics_socket, access).detach()
+    secret_fd = token_fd(access.token)
+    argv += [f"--front-metrics-fd={metrics_fd}", f"--token-fd={secret_fd}"]
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     child_env.pop("PYTHONPATH", None)
     log.info(
@@ -120,5 +132,5 @@ def service_process(
         "user code in " + str(code_dir) if user_code else "built-in formats only",
         ", ".join(python_paths) or "no extra paths",
     )
-    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd,))
-    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_socket)
+    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd))
+    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_socket, access)

@@ -41,12 +41,13 @@ def tensor_request(
     """The payload as Predict tensors, or None when it takes the REST JSON path."""
     if method != "predict" or not body or not _row_format_possible(outputs):
         return None
-    if media in payloads.BYTES_TYPES:
-        return _bytes_request(body, inputs)
-    if media == payloads.NPY:
-        return _npy_request(body, inputs)
-    if media in payloads.TFEXAMPLE_TYPES:
-        return _examples_request(body, inputs)
+    with payloads.client_bytes(media):
+        if media in payloads.BYTES_TYPES:
+            return _bytes_request(body, inputs)
+        if media == payloads.NPY:
+            return _npy_request(body, inputs)
+        if media in payloads.TFEXAMPLE_TYPES:
+            return _examples_request(body, inputs)
     return None
 
 

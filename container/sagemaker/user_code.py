@@ -22,6 +22,10 @@ class UserCodeError(RuntimeError):
     """inference.py or requirements.txt cannot be used; the message says why."""
 
 
+class RequirementsTimeout(UserCodeError):
+    """pip install -r requirements.txt did not finish in time."""
+
+
 def has_user_code(code_dir: Path) -> bool:
     """The Python service runs for inference.py, requirements.txt or lib/ (successor rule)."""
     return any((code_dir / name).exists() for name in (INFERENCE_FILE, REQUIREMENTS_FILE, LIB_DIR))
@@ -57,7 +61,7 @@ def install_requirements(code_dir: Path, target: Path, timeout_seconds: float) -
             command, capture_output=True, text=True, timeout=timeout_seconds, check=False
         )
     except subprocess.TimeoutExpired as exc:
-        raise UserCodeError(
+        raise RequirementsTimeout(
             f"pip install -r {requirements} did not finish within {timeout_seconds:.0f}s"
         ) from exc
     if result.returncode != 0:

@@ -125,3 +125,32 @@ def test_a_record_the_model_cannot_parse_is_a_400(stack):
     reply = post(stack, frame_tfrecord(b"\x0a\x03bad"), "application/x-tfexample", model="examples")
     assert reply.status_code == 400, reply.text
     assert reply.json()["error"]
+
+
+def _corrupt_npz() -> bytes:
+    out = io.BytesIO()
+    np.savez(out, x=np.arange(8.0))
+    body = bytearray(out.getvalue())
+    body[60:80] = b"\xff" * 20  # the member no longer matches its CRC-32
+    return bytes(body)
+
+
+def _bad_code_point_npy() -> bytes:
+    body = bytearray(npy(np.array(["a"], dtype="<U1")))
+    body[-4:] = (0x110000).to_bytes(4, "little")  # beyond Unicode: no str can hold it
+    return bytes(body)
+
+
+@pytest.mark.parametrize(
+    ("body", "model"),
+    [
+        (_corrupt_npz(), "half_plus_three"),
+        (_bad_code_point_npy(), "half_plus_three"),  # REST path
+        (_bad_code_point_npy(), "examples"),  # a string input: the gRPC tensor path
+    ],
+)
+def test_npy_bodies_no_decoder_can_read_are_400_json(stack, body, model):
+    reply = post(stack, body, "application/x-npy", model=model)
+    assert reply.status_code == 400, reply.text
+    assert reply.headers["Content-Type"].startswith("application/json")
+    assert "Could not decode" in reply.json()["error"]

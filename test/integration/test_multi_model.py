@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
+import socket
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
+import orjson
 import psutil
 import pytest
 import requests
@@ -249,6 +255,152 @@ def test_fifty_concurrent_mixed_operations_over_ten_models(mme, model_root):
             assert invoke(mme, name).status_code == get
     for name in loaded:
         assert unload(mme, name).status_code == 200
+
+
+def raw(server, data: bytes) -> tuple[int, bytes, bytes]:
+    """One raw HTTP exchange with the front door: (status, head, body)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(data)
+        reply = b""
+        while True:
+            head, sep, body = reply.partition(b"\r\n\r\n")
+            length = re.search(rb"(?i)\r\ncontent-length: *(\d+)", head)
+            if sep and length and len(body) >= int(length.group(1)):
+                break
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    return int(head.split(b" ", 2)[1]), head, body
+
+
+def test_what_nginx_passes_on_gunicorn_takes(mme):
+    # request lines of 4-8 KB and more than 100 headers (gunicorn's defaults: 414, 431)
+    reply = requests.get(f"{mme.url}/models", params={"x": "a" * 7000}, timeout=10)
+    assert reply.status_code == 200, reply.text
+    longest = "/models?x=" + "a" * (8190 - len("GET  HTTP/1.1") - len("/models?x="))
+    status, head, body = raw(mme, f"GET {longest} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert status == 200, (head, body)  # the longest request line nginx's buffers hold
+    headers = {f"X-Header-{i}": "v" for i in range(150)}
+    reply = requests.get(f"{mme.url}/models", headers=headers, timeout=10)
+    assert reply.status_code == 200, reply.text
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZ /models HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /models HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n",
+    ],
+)
+def test_what_gunicorn_refuses_is_json_at_the_front_door(mme, request_bytes):
+    status, head, body = raw(mme, request_bytes)
+    assert 400 <= status < 500, head
+    assert b"content-type: application/json" in head.lower(), head
+    assert orjson.loads(body)["error"]
+
+
+@pytest.mark.parametrize(
+    ("target", "allowed"), [("/models", "GET, POST"), ("/models/a", "GET, HEAD, DELETE")]
+)
+def test_options_is_405_json(mme, target, allowed):
+    reply = requests.options(f"{mme.url}{target}", timeout=10)
+    assert reply.status_code == 405 and reply.json()["error"]
+    assert sorted(reply.headers["Allow"].split(", ")) == sorted(allowed.split(", "))
+
+
+def test_a_load_url_over_255_characters_is_400_json(mme):
+    reply = requests.post(
+        f"{mme.url}/models", json={"model_name": "long", "url": "m" * 300}, timeout=30
+    )
+    assert reply.status_code == 400, reply.text
+    assert "not a usable path" in reply.json()["error"]
+
+
+NOBODY_SCRIPT = """
+import json, socket, sys
+gunicorn_socket, metrics_socket, nginx_conf, name = sys.argv[1:]
+out = {}
+try:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(gunicorn_socket)
+        sock.sendall(f"DELETE /models/{name} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n".encode())
+        out["unload"] = sock.recv(65536).decode(errors="replace").split("\\r\\n")[0]
+except OSError as exc:
+    out["unload"] = repr(exc)
+try:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        for message in ("/ping 200 forged-by-nobody 0.1", "guess /ping 200 forged-by-nobody 0.1"):
+            sock.sendto(b"<190>Nov 23 10:00:00 tfs_metrics: " + message.encode(), metrics_socket)
+    out["datagrams"] = "sent"
+except OSError as exc:
+    out["datagrams"] = repr(exc)
+try:
+    open(nginx_conf).read()
+    out["nginx_conf"] = "read"
+except OSError as exc:
+    out["nginx_conf"] = repr(exc)
+print(json.dumps(out))
+"""
+
+
+def _as_nobody() -> None:
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    os.setgroups([])
+    os.setgid(nobody.pw_gid)
+    os.setuid(nobody.pw_uid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as nobody")
+def test_another_local_user_cannot_unload_models_or_forge_metrics(mme, model_root):
+    """nginx's workers run as nobody here, so another nobody process passes the sockets'
+    modes: the run's secret, which it cannot read, keeps it out."""
+    assert load(mme, "guarded", str(model_root / "m7")).status_code == 200
+    conf = mme.run_dir / "nginx.conf"
+    gunicorn_socket = re.search(r"server unix:(\S+gunicorn\.sock)", conf.read_text()).group(1)
+    metrics_socket = str(Path(gunicorn_socket).parent / "front-metrics.sock")
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    result = subprocess.run(
+        [python, "-c", textwrap.dedent(NOBODY_SCRIPT), gunicorn_socket, metrics_socket,
+         str(conf), "guarded"],
+        preexec_fn=_as_nobody, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    outcome = orjson.loads(result.stdout)
+    assert "200" not in outcome["unload"], outcome
+    assert "PermissionError" in outcome["nginx_conf"], outcome
+    assert requests.get(f"{mme.url}/models/guarded", timeout=10).status_code == 200
+    assert invoke(mme, "guarded").status_code == 200
+    deadline = time.monotonic() + 10
+    while "without this run's secret" not in mme.log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if outcome["datagrams"] == "sent":
+        assert "without this run's secret" in mme.log()
+    assert "forged-by-nobody" not in requests.get(f"{mme.url}/metrics", timeout=10).text
+    assert unload(mme, "guarded").status_code == 200
+
+
+def test_a_restarted_serve_with_the_same_run_dir_starts_with_no_models(tmp_path_factory):
+    """No registry from an earlier run: its model servers loaded none of those models.
+    (No code/ here: invocations take the built-in formats.)"""
+    import example_models as em
+
+    root = tmp_path_factory.mktemp("mme_plain")
+    em.half_plus_three_tf1(root / "plain" / "model", versions=(1,))
+    stack = tmp_path_factory.mktemp("mme_restart")
+    with serve_stack(root, stack, MME) as server:
+        assert load(server, "kept", "plain").status_code == 200
+        assert invoke(server, "kept").status_code == 200
+        reply = invoke(server, "kept", "[" * 100_000 + "]" * 100_000)
+        assert reply.status_code == 400 and reply.json()["error"], reply.text
+    with serve_stack(root, stack, MME) as server:  # the same --run-dir
+        assert listed(server) == {}
+        assert invoke(server, "kept").status_code == 404
+        assert load(server, "kept", "plain").status_code == 200, "no 409 from the last run"
+        assert invoke(server, "kept").json() == {"predictions": [3.5, 4.0]}
 
 
 def _model_server_rss(server) -> int:

@@ -143,6 +143,12 @@ def test_model_server_error_reaches_the_output_handler(classic):
     assert "not of expected type" in reply.json()["error"]
 
 
+def test_options_on_invocations_is_405_json_allowing_post(classic):
+    reply = requests.options(f"{classic.url}/invocations", timeout=10)
+    assert reply.status_code == 405, reply.text
+    assert reply.json()["error"] and reply.headers["Allow"] == "POST"
+
+
 def test_bad_routing_is_400(classic):
     reply = post(classic, "{}", **{CA: "tfs-method=delete"})
     assert reply.status_code == 400 and "tfs-method" in reply.json()["error"]

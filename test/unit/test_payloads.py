@@ -514,6 +514,41 @@ def test_npy_corrupt_400(body):
     assert error(body, "application/x-npy", None).status == 400
 
 
+def corrupt_npz() -> bytes:
+    """A .npz whose member's data no longer matches its CRC-32."""
+    out = io.BytesIO()
+    np.savez(out, x=np.arange(8.0))
+    body = bytearray(out.getvalue())
+    body[60:80] = b"\xff" * 20
+    return bytes(body)
+
+
+def bad_code_point_npy(code_point: int) -> bytes:
+    """A `<U1` array holding a code point no str can hold (or a lone surrogate)."""
+    body = bytearray(npy(np.array(["a"], dtype="<U1")))
+    body[-4:] = code_point.to_bytes(4, "little")
+    return bytes(body)
+
+
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (corrupt_npz(), "application/x-npy"),
+        (bad_code_point_npy(0x110000), "application/x-npy"),
+        (bad_code_point_npy(0xD800), "application/x-npy"),
+        (DEEP_JSON, "application/json"),
+        (DEEP_JSON + b"\n" + DEEP_JSON, "application/json"),
+        (DEEP_JSON, "application/jsonlines"),
+    ],
+)
+def test_whatever_a_decoder_raises_on_client_bytes_is_400(body, content_type):
+    err = error(body, content_type, specs(spec("x")))
+    assert err.status == 400, err.message
+
+
 def test_npy_pickle_refused_400():
     out = io.BytesIO()
     np.save(out, np.array([{"a": 1}], dtype=object), allow_pickle=True)

@@ -101,3 +101,15 @@ def test_json_lines_has_one_line_per_record():
     doc, nonfinite = response_document({"y": np.array([2.5, 3.0, 4.5], np.float32)})
     body, _ = encode_document(doc, nonfinite, "application/jsonlines")
     assert [json.loads(line) for line in body.splitlines()] == [2.5, 3.0, 4.5]
+
+
+@pytest.mark.parametrize("code_point", [0x110000, 0xD800])
+def test_an_invalid_code_point_in_a_string_array_is_400(code_point):
+    from sagemaker_serving.payloads import PayloadError
+
+    body = bytearray(npy(np.array(["a"], dtype="<U1")))
+    body[-4:] = code_point.to_bytes(4, "little")
+    inputs = {"s": InputSpec("s", "DT_STRING", (-1,))}
+    with pytest.raises(PayloadError) as info:
+        tensor_request(bytes(body), "application/x-npy", inputs, OUT, "predict")
+    assert info.value.status == 400
