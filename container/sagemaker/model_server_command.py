@@ -6,6 +6,7 @@ import logging
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from .settings import Settings
@@ -65,6 +66,24 @@ def model_server_command(
     if ours:
         argv.append("--bind_address=127.0.0.1")
     return argv
+
+
+CPU_DEVICE_TYPES = "CPU,XLA_CPU"
+
+
+def model_server_environment(
+    env: Mapping[str, str], ours: bool, device: str | None, gpu_count: int
+) -> dict[str, str]:
+    """The environment of one model server instance: its GPU (CUDA_VISIBLE_DEVICES) and, on a
+    host without GPUs, TensorFlow's device factories limited to the CPU so that it does not
+    probe CUDA (whose failed cuInit is an error line in every CPU host's log). A
+    TF_ENABLED_DEVICE_TYPES of the user's own is kept."""
+    result = dict(env)
+    if device is not None:
+        result["CUDA_VISIBLE_DEVICES"] = device
+    if gpu_count <= 0:
+        result.setdefault("TF_ENABLED_DEVICE_TYPES", CPU_DEVICE_TYPES)
+    return result
 
 
 def gpu_assignment(

@@ -7,11 +7,13 @@ servers, supervises them, and shuts down in order on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -28,6 +30,7 @@ from .model_server_command import (
     find_model_server,
     gpu_assignment,
     model_server_command,
+    model_server_environment,
 )
 from .model_server_health import PROMETHEUS_PATH, instance_up, model_available
 from .nginx_config import (
@@ -39,7 +42,9 @@ from .nginx_config import (
     NginxSetupError,
     find_nginx,
     multi_model_locations,
+    ping_gate,
     render_file,
+    service_ping_location,
     service_upstream,
     size_text,
     upstream_servers,
@@ -51,13 +56,26 @@ from .supervisor import Child, Supervisor, stop_all
 from .tfs_config import batching_parameters_text, model_config_text
 from .universal_code import UniversalCodeError
 from .user_code import UserCodeError
+from .watchdog import Watchdog
 
 log = logging.getLogger("serve")
 
 DEFAULT_MODEL_DIR = Path("/opt/ml/model")
 MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model endpoint models
-SHUTDOWN_GRACE_SECONDS = 20  # nginx drains in-flight requests; SageMaker kills at 30 s
+# Shutdown: SageMaker sends SIGKILL 30 s after SIGTERM. serve exits within one budget, whatever
+# its children do: /ping reads 503 (DRAIN_NOTICE), nginx drains in-flight requests (at most
+# NGINX_DRAIN_SECONDS, its worker_shutdown_timeout), then the Python service and the model
+# servers stop (BACKEND_STOP_SECONDS; gunicorn's graceful_timeout is within it). Whoever
+# overruns its share is SIGKILLed with its whole process group.
+SHUTDOWN_BUDGET_SECONDS = 25.0
 DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
+BACKEND_STOP_SECONDS = 4.0
+KILL_RESERVE_SECONDS = 1.0  # after each SIGKILL: the time to reap the group
+NGINX_STOP_SECONDS = (
+    SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
+)
+NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
+READY_FILE = "ready"  # in the run dir: until it exists, /ping answers 503 without probing
 RESPONSE_BUFFER_BYTES = 100 * 1024 * 1024
 
 
@@ -79,6 +97,10 @@ class Stack:
     nginx_conf: NginxConf
     service: ServiceProcess
     model_servers: list[Child] = field(default_factory=list)
+
+    @property
+    def ready_file(self) -> Path:
+        return self.run_dir / READY_FILE
 
     @property
     def children(self) -> list[Child]:
@@ -145,14 +167,13 @@ def model_server_children(
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
     log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
-    assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, count_gpus())
+    gpus = count_gpus()
+    assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, gpus)
     children = []
     for i, ((grpc_port, rest_port), (device, fraction)) in enumerate(
         zip(ports, assignments, strict=True)
     ):
-        env = child_environment(settings)
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = device
+        env = model_server_environment(child_environment(settings), ours, device, gpus)
         argv = model_server_command(
             executable,
             ours,
@@ -208,7 +229,8 @@ def nginx_child(
         "WORKER_PROCESSES": "auto",
         "RUN_DIR": run_dir,
         "LOG_LEVEL": settings.nginx_log_level,
-        "SHUTDOWN_GRACE": SHUTDOWN_GRACE_SECONDS,
+        "SHUTDOWN_GRACE": NGINX_DRAIN_SECONDS,
+        "PING_GATE": ping_gate(run_dir / READY_FILE),
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
@@ -228,7 +250,9 @@ def nginx_child(
             if settings.multi_model
             else ""
         ),
-        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
+        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS
+        + "\n\n"
+        + service_ping_location(run_dir / READY_FILE),
         "PYTHON_SERVICE": "1",
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
         # multi-model: 200 once the service is up, whatever is loaded
@@ -311,13 +335,40 @@ def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
     return on_death
 
 
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def service_ready(socket_path: str, timeout: float = 1.0) -> bool:
+    """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
+    conn = _UnixHTTPConnection(socket_path, timeout)
+    try:
+        conn.request("GET", "/ping")
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
-    """Until every model is AVAILABLE on every instance (False on deadline, stop or death)."""
+    """Until every model is AVAILABLE on every instance and the Python service answers (False
+    on deadline, stop or death); then opens /ping's probes (READY_FILE)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
     pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
     if not stack.models:  # multi-model: every instance up (it loads models on request)
         pending = {(port, "") for port in stack.rest_ports}
-    while pending:
+    service_pending = True
+    while pending or service_pending:
         if supervisor.stopping:
             return False
         dead = [c for c in stack.children if not c.alive()]
@@ -326,9 +377,9 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             return False
         if time.monotonic() > deadline:
             log.error(
-                "models not AVAILABLE after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
+                "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
                 stack.settings.wait_time_seconds,
-                sorted(pending),
+                sorted(pending) + (["python-service"] if service_pending else []),
             )
             return False
         pending = {
@@ -336,21 +387,30 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             for port, name in pending
             if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
         }
-        if pending:
+        service_pending = service_pending and not service_ready(stack.service.socket_path)
+        if pending or service_pending:
             supervisor.sleep(0.25)
+    stack.ready_file.touch()
     return True
 
 
-def shutdown(stack: Stack) -> None:
-    """Ping goes 503, nginx drains in-flight requests, then the model servers stop."""
-    log.info("shutting down: draining requests (up to %ds)", SHUTDOWN_GRACE_SECONDS)
+def shutdown(stack: Stack, requested_at: float) -> None:
+    """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
+    servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
+    deadline = requested_at + SHUTDOWN_BUDGET_SECONDS
+    backends_at = deadline - KILL_RESERVE_SECONDS - BACKEND_STOP_SECONDS
+    log.info(
+        "shutting down: draining requests (up to %ds), done within %.0fs",
+        NGINX_DRAIN_SECONDS,
+        SHUTDOWN_BUDGET_SECONDS,
+    )
     if stack.nginx.alive():
         stack.nginx_conf.write(draining=True)
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
-        time.sleep(DRAIN_NOTICE_SECONDS)
-    stack.nginx.stop(SHUTDOWN_GRACE_SECONDS + 2)
-    stack.service.child.stop(10)
-    stop_all(stack.model_servers, 5)
+        time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
+    stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
+    backends = [stack.service.child, *stack.model_servers]
+    stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     stack.service.cleanup()
     log.info("stopped")
 
@@ -373,11 +433,16 @@ def run(args: argparse.Namespace) -> int:
     ) as exc:
         log.error("cannot start: %s", exc)
         return 2
-    supervisor = Supervisor(stack.children)
+    watchdog = Watchdog()
+    watchdog.start()
+    for child in stack.children:
+        child.watchdog = watchdog
+    supervisor = Supervisor(stack.children, watchdog=watchdog)
     supervisor.install_signal_handlers()
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
+        stack.ready_file.unlink(missing_ok=True)  # a run dir given again: not ready yet
         stack.nginx.start()
         stack.service.child.start()
         for child in stack.model_servers:
@@ -401,9 +466,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     finally:
-        shutdown(stack)
+        shutdown(stack, supervisor.stop_requested_at or time.monotonic())
         if args.run_dir is None:
             shutil.rmtree(stack.run_dir, ignore_errors=True)
+        watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
 
 
 def main(argv: list[str] | None = None) -> None:
