@@ -60,19 +60,20 @@ SERVICE_COMMON_LOCATIONS = """        location @python_service {
 
 def ping_gate(ready_file: Path) -> str:
     """In /ping's internal probe locations: 503 at once until serve has seen everything ready
-    and created `ready_file`. While the models load, a probe would be refused (or find no
-    gunicorn socket yet), and nginx logs every refusal as an error of the /ping request."""
+    and created `ready_file` (where nginx's workers can see it). While the models load, a probe
+    would be refused (or find no gunicorn socket yet), and nginx logs each refusal as an error
+    of the /ping request."""
     return (
         f'if (!-f "{ready_file}") {{ '
         """return 503 '{"error": "Starting: not ready yet"}\\n'; }"""
     )
 
 
-def service_ping_location(ready_file: Path) -> str:
-    """The Python service's /ping, one of /ping's probes."""
+def service_ping_location(gate: str) -> str:
+    """The Python service's /ping, one of /ping's probes, behind `gate` (ping_gate)."""
     return f"""        location = /_service/ping {{
             internal;
-            {ping_gate(ready_file)}
+            {gate}
             proxy_pass_request_body off;
             proxy_connect_timeout 1s;
             proxy_read_timeout 1500ms;

@@ -75,7 +75,7 @@ NGINX_STOP_SECONDS = (
     SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
 )
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
-READY_FILE = "ready"  # in the run dir: until it exists, /ping answers 503 without probing
+READY_FILE = "ready"  # beside the service socket, where nginx's workers can see it
 RESPONSE_BUFFER_BYTES = 100 * 1024 * 1024
 
 
@@ -97,10 +97,6 @@ class Stack:
     nginx_conf: NginxConf
     service: ServiceProcess
     model_servers: list[Child] = field(default_factory=list)
-
-    @property
-    def ready_file(self) -> Path:
-        return self.run_dir / READY_FILE
 
     @property
     def children(self) -> list[Child]:
@@ -203,6 +199,12 @@ class NginxConf:
         return self.path
 
 
+def ready_file(service: ServiceProcess) -> Path:
+    """Created once everything is ready: until then /ping's probes answer 503 themselves
+    instead of trying model servers and a Python service that are still starting."""
+    return service.socket_dir / READY_FILE
+
+
 def ping_targets(rest_ports: list[int], models: list[Model]) -> str:
     """The internal URIs /ping checks: every model on every model server instance (with no
     models, multi-model: every instance answering at all)."""
@@ -230,7 +232,7 @@ def nginx_child(
         "RUN_DIR": run_dir,
         "LOG_LEVEL": settings.nginx_log_level,
         "SHUTDOWN_GRACE": NGINX_DRAIN_SECONDS,
-        "PING_GATE": ping_gate(run_dir / READY_FILE),
+        "PING_GATE": ping_gate(ready_file(service)),
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
@@ -252,7 +254,7 @@ def nginx_child(
         ),
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS
         + "\n\n"
-        + service_ping_location(run_dir / READY_FILE),
+        + service_ping_location(ping_gate(ready_file(service))),
         "PYTHON_SERVICE": "1",
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
         # multi-model: 200 once the service is up, whatever is loaded
@@ -362,7 +364,7 @@ def service_ready(socket_path: str, timeout: float = 1.0) -> bool:
 
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
     """Until every model is AVAILABLE on every instance and the Python service answers (False
-    on deadline, stop or death); then opens /ping's probes (READY_FILE)."""
+    on deadline, stop or death); then lets /ping probe them (ready_file)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
     pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
     if not stack.models:  # multi-model: every instance up (it loads models on request)
@@ -390,7 +392,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
         service_pending = service_pending and not service_ready(stack.service.socket_path)
         if pending or service_pending:
             supervisor.sleep(0.25)
-    stack.ready_file.touch()
+    ready_file(stack.service).touch()
     return True
 
 
@@ -442,7 +444,6 @@ def run(args: argparse.Namespace) -> int:
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
-        stack.ready_file.unlink(missing_ok=True)  # a run dir given again: not ready yet
         stack.nginx.start()
         stack.service.child.start()
         for child in stack.model_servers:
