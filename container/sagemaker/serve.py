@@ -26,6 +26,7 @@ from .execution_parameters import execution_parameters
 from .front_metrics import nginx_access_log
 from .model_discovery import Model, ModelDiscoveryError, default_model, discover_models
 from .model_server_command import (
+    LOOPBACK_BIND_LIBRARY,
     count_gpus,
     find_model_server,
     gpu_assignment,
@@ -163,6 +164,11 @@ def model_server_children(
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
     log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
+    if not ours and not LOOPBACK_BIND_LIBRARY.is_file():
+        log.warning(
+            "%s not found: tensorflow_model_server listens on every interface (gRPC and REST)",
+            LOOPBACK_BIND_LIBRARY,
+        )
     gpus = count_gpus()
     assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, gpus)
     children = []
