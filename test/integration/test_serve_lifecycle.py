@@ -223,3 +223,21 @@ def test_sigterm_ends_serve_within_the_budget_whatever_a_handler_does(models_wit
             assert not alive, [(p.pid, p.name()) for p in alive]
         finally:
             _kill_all(alive)
+
+
+def test_a_killed_nginx_master_takes_its_workers_along(models, tmp_path):
+    # left behind, its workers would share the front port (reuseport) with the new nginx and
+    # answer /ping from the old config
+    with serve_stack(models, tmp_path) as server:
+        (master,) = [p for p in psutil.Process(server.proc.pid).children() if p.name() == "nginx"]
+        workers = master.children()
+        assert workers
+        master.kill()
+        alive, _ = _leftovers(workers, [], 5.0)
+        try:
+            assert not alive, [(p.pid, p.name()) for p in alive]
+        finally:
+            _kill_all(alive)
+        assert server.wait_healthy(60), server.log()[-3000:]
+        statuses = [requests.get(f"{server.url}/ping", timeout=5).status_code for _ in range(20)]
+        assert statuses == [200] * 20
