@@ -76,7 +76,7 @@ NGINX_STOP_SECONDS = (
     SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
 )
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
-READY_FILE = "ready"  # beside the service socket, where nginx's workers can see it
+READY_FILE = "ready"
 RESPONSE_BUFFER_BYTES = 100 * 1024 * 1024
 
 
@@ -97,6 +97,7 @@ class Stack:
     nginx: Child
     nginx_conf: NginxConf
     service: ServiceProcess
+    ready_file: Path  # new_ready_file()
     model_servers: list[Child] = field(default_factory=list)
 
     @property
@@ -205,10 +206,13 @@ class NginxConf:
         return self.path
 
 
-def ready_file(service: ServiceProcess) -> Path:
-    """Created once everything is ready: until then /ping's probes answer 503 themselves
-    instead of trying model servers and a Python service that are still starting."""
-    return service.socket_dir / READY_FILE
+def new_ready_file() -> Path:
+    """Where serve notes that everything is ready: until the file exists, /ping's probes answer
+    503 themselves instead of trying model servers and a Python service that are still
+    starting. In a directory of its own that nginx's workers (maybe another user) can search."""
+    directory = Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-"))
+    directory.chmod(0o755)
+    return directory / READY_FILE
 
 
 def ping_targets(rest_ports: list[int], models: list[Model]) -> str:
@@ -228,7 +232,9 @@ def nginx_child(
     default: str,
     rest_ports: list[int],
     service: ServiceProcess,
+    ready_file: Path | None = None,
 ) -> tuple[Child, NginxConf]:
+    gate = ping_gate(ready_file or run_dir / READY_FILE)
     for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
     listen = f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port)
@@ -238,7 +244,7 @@ def nginx_child(
         "RUN_DIR": run_dir,
         "LOG_LEVEL": settings.nginx_log_level,
         "SHUTDOWN_GRACE": NGINX_DRAIN_SECONDS,
-        "PING_GATE": ping_gate(ready_file(service)),
+        "PING_GATE": gate,
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
@@ -258,9 +264,7 @@ def nginx_child(
             if settings.multi_model
             else ""
         ),
-        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS
-        + "\n\n"
-        + service_ping_location(ping_gate(ready_file(service))),
+        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
         "PYTHON_SERVICE": "1",
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
         # multi-model: 200 once the service is up, whatever is loaded
@@ -300,9 +304,14 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
     service = service_process(
         settings, args.model_dir, run_dir, default, ports, child_environment(settings)
     )
-    nginx, nginx_conf = nginx_child(
-        settings, layout, run_dir, args.host, models, default, rest_ports, service
-    )
+    ready_file = new_ready_file()
+    try:
+        nginx, nginx_conf = nginx_child(
+            settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
+        )
+    except BaseException:
+        shutil.rmtree(ready_file.parent, ignore_errors=True)
+        raise
     stack = Stack(
         settings=settings,
         run_dir=run_dir,
@@ -313,6 +322,7 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
         nginx=nginx,
         nginx_conf=nginx_conf,
         service=service,
+        ready_file=ready_file,
         model_servers=model_server_children(settings, models, run_dir, ports),
     )
     if settings.log_format == "json":  # children that write plain text get their lines wrapped
@@ -398,7 +408,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
         service_pending = service_pending and not service_ready(stack.service.socket_path)
         if pending or service_pending:
             supervisor.sleep(0.25)
-    ready_file(stack.service).touch()
+    stack.ready_file.touch()
     return True
 
 
@@ -420,6 +430,7 @@ def shutdown(stack: Stack, requested_at: float) -> None:
     backends = [stack.service.child, *stack.model_servers]
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     stack.service.cleanup()
+    shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
 
 
@@ -443,6 +454,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     watchdog = Watchdog()
     watchdog.start()
+    # should serve die without its shutdown, the watchdog removes its temporary directories
+    for directory in (stack.ready_file.parent, stack.service.socket_dir):
+        watchdog.remove_on_exit(directory)
+    if args.run_dir is None:
+        watchdog.remove_on_exit(stack.run_dir)
     for child in stack.children:
         child.watchdog = watchdog
     supervisor = Supervisor(stack.children, watchdog=watchdog)

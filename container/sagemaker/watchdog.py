@@ -2,9 +2,10 @@
 
 serve starts every child in its own process group and tells the watchdog each group over a pipe
 only serve can write to ("+PGID" when it starts one, "-PGID" once it has reaped it and swept its
-group). When serve is gone, by any signal (SIGKILL included) or by a normal exit, the pipe reads
-end-of-file and the watchdog SIGKILLs the groups still listed, then exits. A group holds the
-leader's helpers too (nginx's workers, gunicorn's workers), which PR_SET_PDEATHSIG never reached.
+group; "dPATH" for a temporary directory of serve's). When serve is gone, by any signal (SIGKILL
+included) or by a normal exit, the pipe reads end-of-file and the watchdog SIGKILLs the groups
+still listed, removes the directories, then exits. A group holds the leader's helpers too
+(nginx's workers, gunicorn's workers), which PR_SET_PDEATHSIG never reached.
 
 serve side: `Watchdog`. The watchdog itself runs this file with the standard library only
 (`python -I -S watchdog.py FD`): it must start fast and import nothing of ours.
@@ -14,18 +15,23 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE)
 
 
-def parse(lines: list[bytes], groups: set[int]) -> None:
-    """Apply "+PGID" / "-PGID" lines to the set of groups to kill."""
+def parse(lines: list[bytes], groups: set[int], directories: list[str] | None = None) -> None:
+    """Apply "+PGID" / "-PGID" lines to the set of groups to kill, "dPATH" to the directories."""
     for line in lines:
         text = line.strip()
+        if text[:1] == b"d" and directories is not None and text[1:2] == b"/":
+            directories.append(os.fsdecode(text[1:]))
+            continue
         if len(text) < 2 or not text[1:].isdigit():
             continue
         pgid = int(text[1:])
@@ -46,11 +52,14 @@ def kill_groups(groups: set[int]) -> None:
 def watch(fd: int) -> None:
     """Follow the pipe until end-of-file (serve is gone), then kill what is left."""
     groups: set[int] = set()
+    directories: list[str] = []
     pending = b""
     while chunk := os.read(fd, 4096):
         *lines, pending = (pending + chunk).split(b"\n")
-        parse(lines, groups)
+        parse(lines, groups, directories)
     kill_groups(groups)
+    for path in directories:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
@@ -68,6 +77,7 @@ class Watchdog:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._groups: set[int] = set()
+        self._directories: list[Path] = []
         self._write_fd: int | None = None
         self.proc: subprocess.Popen | None = None
 
@@ -87,6 +97,7 @@ class Watchdog:
                 os.close(read_fd)
             self._write_fd = write_fd
             self._send([f"+{pgid}" for pgid in self._groups])
+            self._send([f"d{path}" for path in self._directories])
 
     def track(self, pgid: int) -> None:
         with self._lock:
@@ -97,6 +108,15 @@ class Watchdog:
         with self._lock:
             self._groups.discard(pgid)
             self._send([f"-{pgid}"])
+
+    def remove_on_exit(self, directory: Path) -> None:
+        """Remove this directory (serve's own, temporary) once serve is gone."""
+        path = Path(os.path.abspath(directory))
+        if "\n" in str(path):
+            return
+        with self._lock:
+            self._directories.append(path)
+            self._send([f"d{path}"])
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -8,6 +8,7 @@ import ipaddress
 import re
 import signal
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -138,6 +139,12 @@ def test_nothing_outlives_a_killed_serve(models, tmp_path, signum):
         assert server.port in ports and set(server.rest_ports) <= set(ports), listening
         # our model server binds the loopback only (nginx, here, too: --host 127.0.0.1)
         assert all(_loopback(ip) for ip in listening.values()), listening
+        conf = (server.run_dir / "nginx.conf").read_text()
+        temporary = {
+            Path(re.search(r'if \(!-f "([^"]+)"\)', conf).group(1)).parent,  # type: ignore[union-attr]
+            Path(re.search(r"server unix:(\S+) ", conf).group(1)).parent,  # type: ignore[union-attr]
+        }
+        assert all(d.is_dir() and d.parent == Path(tempfile.gettempdir()) for d in temporary)
         server.proc.send_signal(signum)
         server.proc.wait(10)
         alive, held = _leftovers(descendants, ports, 5.0)
@@ -146,6 +153,10 @@ def test_nothing_outlives_a_killed_serve(models, tmp_path, signum):
             assert not held
         finally:
             _kill_all(alive)
+        deadline = time.monotonic() + 5  # the watchdog removes serve's temporary directories
+        while any(d.exists() for d in temporary) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(d.exists() for d in temporary), temporary
 
 
 @pytest.mark.parametrize("user_code", [False, True], ids=["fast-path", "user-code"])

@@ -75,6 +75,7 @@ def test_shutdown_ends_within_the_budget_when_every_child_ignores_its_signal(
         service=ServiceProcess(
             service_child, str(socket_dir / "s.sock"), socket_dir, False, socket_dir / "m"
         ),
+        ready_file=tmp_path / "ping" / "ready",
         model_servers=[model_server],
     )
     requested = time.monotonic()
@@ -111,6 +112,7 @@ def test_a_late_shutdown_still_stops_everything(tmp_path: Path, late: float):
         service=ServiceProcess(
             service_child, str(socket_dir / "s.sock"), socket_dir, False, socket_dir / "m"
         ),
+        ready_file=tmp_path / "ping" / "ready",
         model_servers=[model_server],
     )
     started = time.monotonic()

@@ -193,6 +193,38 @@ def test_the_watchdog_kills_the_groups_when_serve_exits():
     assert child.wait(5)
 
 
+def test_the_watchdog_removes_serves_directories(tmp_path):
+    from sagemaker_serving.watchdog import Watchdog
+
+    directory = tmp_path / "sagemaker-serve-x"
+    (directory / "sub").mkdir(parents=True)
+    watchdog = Watchdog()
+    watchdog.start()
+    watchdog.remove_on_exit(directory)
+    assert directory.exists()
+    watchdog.stop()
+    assert not directory.exists()
+
+
+def test_a_dead_watchdog_is_replaced_and_knows_every_group():
+    from sagemaker_serving.watchdog import Watchdog
+
+    watchdog = Watchdog()
+    watchdog.start()
+    child, grandchild = _spawner(60, watchdog=watchdog)
+    supervisor = Supervisor([child], watchdog=watchdog)
+    assert watchdog.proc is not None
+    first = watchdog.proc
+    first.kill()
+    first.wait(5)
+    assert not _gone(grandchild)  # a killed watchdog kills nothing: the groups live on
+    assert supervisor.check() is None
+    assert watchdog.alive() and watchdog.proc is not first
+    watchdog.stop()  # the new one kills the group it was told about at its start
+    assert _wait_gone([grandchild], 5) == []
+    assert child.wait(5)
+
+
 def test_the_watchdog_forgets_a_group_serve_has_reaped():
     # a reaped group's id may be reused by an unrelated process: it must not be killed
     from sagemaker_serving.watchdog import parse
