@@ -453,7 +453,11 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot start: %s", exc)
         return 2
     watchdog = Watchdog()
-    watchdog.start()
+    try:
+        watchdog.start()
+    except OSError as exc:
+        log.error("cannot start: the watchdog: %s", exc)
+        return 2
     # should serve die without its shutdown, the watchdog removes its temporary directories
     for directory in (stack.ready_file.parent, stack.service.socket_dir):
         watchdog.remove_on_exit(directory)
