@@ -6,6 +6,7 @@ import logging
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from .settings import Settings
@@ -15,6 +16,9 @@ log = logging.getLogger(__name__)
 TFS_BINARY = "tensorflow_model_server"
 OUR_BINARY = "tfs-model-server"
 NVIDIA_SMI_TIMEOUT_SECONDS = 5
+# docker/loopback_bind.c, built into the CPU and GPU images: tensorflow_model_server has no flag
+# for the address it binds (gRPC 0.0.0.0, REST ::); preloaded, its binds go to the loopback.
+LOOPBACK_BIND_LIBRARY = Path(sys.prefix) / "lib" / "loopback_bind.so"
 
 
 def find_model_server() -> tuple[str, bool]:
@@ -65,6 +69,32 @@ def model_server_command(
     if ours:
         argv.append("--bind_address=127.0.0.1")
     return argv
+
+
+CPU_DEVICE_TYPES = "CPU,XLA_CPU"
+
+
+def model_server_environment(
+    env: Mapping[str, str],
+    ours: bool,
+    device: str | None,
+    gpu_count: int,
+    loopback_library: Path = LOOPBACK_BIND_LIBRARY,
+) -> dict[str, str]:
+    """The environment of one model server instance: its GPU (CUDA_VISIBLE_DEVICES); on a host
+    without GPUs, TensorFlow's device factories limited to the CPU so that it does not probe
+    CUDA (whose failed cuInit is an error line in every CPU host's log; a
+    TF_ENABLED_DEVICE_TYPES of the user's own is kept); for tensorflow_model_server, the
+    loopback_bind library when it is installed (ours takes --bind_address instead)."""
+    result = dict(env)
+    if device is not None:
+        result["CUDA_VISIBLE_DEVICES"] = device
+    if gpu_count <= 0:
+        result.setdefault("TF_ENABLED_DEVICE_TYPES", CPU_DEVICE_TYPES)
+    if not ours and loopback_library.is_file():
+        preload = result.get("LD_PRELOAD", "")
+        result["LD_PRELOAD"] = f"{loopback_library} {preload}".strip()
+    return result
 
 
 def gpu_assignment(

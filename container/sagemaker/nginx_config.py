@@ -82,10 +82,25 @@ SERVICE_COMMON_LOCATIONS = """        location @python_service {
         location = /metrics {
             if ($request_method !~ ^(GET|HEAD)$) { return 405; }
             proxy_pass http://python_service;
-        }
+        }"""
 
-        location = /_service/ping {
+
+def ping_gate(ready_file: Path) -> str:
+    """In /ping's internal probe locations: 503 at once until serve has seen everything ready
+    and created `ready_file` (where nginx's workers can see it). While the models load, a probe
+    would be refused (or find no gunicorn socket yet), and nginx logs each refusal as an error
+    of the /ping request."""
+    return (
+        f'if (!-f "{ready_file}") {{ '
+        """return 503 '{"error": "Starting: not ready yet"}\\n'; }"""
+    )
+
+
+def service_ping_location(gate: str) -> str:
+    """The Python service's /ping, one of /ping's probes, behind `gate` (ping_gate)."""
+    return f"""        location = /_service/ping {{
             internal;
+            {gate}
             proxy_pass_request_body off;
             # no body, so no length (else: request desync); a location that sets a header
             # inherits none, so the others are set again
@@ -97,7 +112,7 @@ SERVICE_COMMON_LOCATIONS = """        location @python_service {
             proxy_connect_timeout 1s;
             proxy_read_timeout 1500ms;
             proxy_pass http://python_service/ping;
-        }"""
+        }}"""
 
 
 def service_upstream(socket_path: str) -> str:

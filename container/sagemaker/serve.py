@@ -7,11 +7,13 @@ servers, supervises them, and shuts down in order on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -24,10 +26,12 @@ from .execution_parameters import execution_parameters
 from .front_metrics import nginx_access_log
 from .model_discovery import Model, ModelDiscoveryError, default_model, discover_models
 from .model_server_command import (
+    LOOPBACK_BIND_LIBRARY,
     count_gpus,
     find_model_server,
     gpu_assignment,
     model_server_command,
+    model_server_environment,
 )
 from .model_server_health import PROMETHEUS_PATH, instance_up, model_available
 from .nginx_config import (
@@ -40,7 +44,9 @@ from .nginx_config import (
     NginxSetupError,
     find_nginx,
     multi_model_locations,
+    ping_gate,
     render_file,
+    service_ping_location,
     service_upstream,
     size_text,
     upstream_servers,
@@ -53,14 +59,27 @@ from .supervisor import Child, Supervisor, stop_all
 from .tfs_config import batching_parameters_text, model_config_text
 from .universal_code import UniversalCodeError
 from .user_code import UserCodeError
+from .watchdog import Watchdog
 
 log = logging.getLogger("serve")
 
 DEFAULT_MODEL_DIR = Path("/opt/ml/model")
 MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model endpoint models
-SHUTDOWN_GRACE_SECONDS = 20  # nginx drains in-flight requests; SageMaker kills at 30 s
+# Shutdown: SageMaker sends SIGKILL 30 s after SIGTERM. serve exits within one budget, whatever
+# its children do: /ping reads 503 (DRAIN_NOTICE), nginx drains in-flight requests (at most
+# NGINX_DRAIN_SECONDS, its worker_shutdown_timeout), then the Python service and the model
+# servers stop (BACKEND_STOP_SECONDS; gunicorn's graceful_timeout is within it). Whoever
+# overruns its share is SIGKILLed with its whole process group.
+SHUTDOWN_BUDGET_SECONDS = 25.0
 DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
 ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
+BACKEND_STOP_SECONDS = 4.0
+KILL_RESERVE_SECONDS = 1.0  # after each SIGKILL: the time to reap the group
+NGINX_STOP_SECONDS = (
+    SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
+)
+NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
+READY_FILE = "ready"
 
 
 class StartupError(RuntimeError):
@@ -80,6 +99,7 @@ class Stack:
     nginx: Child
     nginx_conf: NginxConf
     service: ServiceProcess
+    ready_file: Path  # new_ready_file()
     model_servers: list[Child] = field(default_factory=list)
 
     @property
@@ -147,14 +167,18 @@ def model_server_children(
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
     log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
-    assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, count_gpus())
+    if not ours and not LOOPBACK_BIND_LIBRARY.is_file():
+        log.warning(
+            "%s not found: tensorflow_model_server listens on every interface (gRPC and REST)",
+            LOOPBACK_BIND_LIBRARY,
+        )
+    gpus = count_gpus()
+    assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, gpus)
     children = []
     for i, ((grpc_port, rest_port), (device, fraction)) in enumerate(
         zip(ports, assignments, strict=True)
     ):
-        env = child_environment(settings)
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = device
+        env = model_server_environment(child_environment(settings), ours, device, gpus)
         argv = model_server_command(
             executable,
             ours,
@@ -185,6 +209,15 @@ class NginxConf:
         return self.path
 
 
+def new_ready_file() -> Path:
+    """Where serve notes that everything is ready: until the file exists, /ping's probes answer
+    503 themselves instead of trying model servers and a Python service that are still
+    starting. In a directory of its own that nginx's workers (maybe another user) can search."""
+    directory = Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-"))
+    directory.chmod(0o755)
+    return directory / READY_FILE
+
+
 def ping_targets(rest_ports: list[int], models: list[Model]) -> str:
     """The internal URIs /ping checks: every model on every model server instance (with no
     models, multi-model: every instance answering at all)."""
@@ -202,7 +235,9 @@ def nginx_child(
     default: str,
     rest_ports: list[int],
     service: ServiceProcess,
+    ready_file: Path | None = None,
 ) -> tuple[Child, NginxConf]:
+    gate = ping_gate(ready_file or run_dir / READY_FILE)
     for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
     listen = f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port)
@@ -214,7 +249,8 @@ def nginx_child(
         "WORKER_PROCESSES": "auto",
         "RUN_DIR": run_dir,
         "LOG_LEVEL": settings.nginx_log_level,
-        "SHUTDOWN_GRACE": SHUTDOWN_GRACE_SECONDS,
+        "SHUTDOWN_GRACE": NGINX_DRAIN_SECONDS,
+        "PING_GATE": gate,
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
@@ -235,7 +271,7 @@ def nginx_child(
             if settings.multi_model
             else ""
         ),
-        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS,
+        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
         "METRICS_LOG": nginx_access_log(service.metrics_socket),
         "SERVICE_TOKEN": service.access.token,
         "NGINX_USER": service.access.nginx_user,
@@ -276,9 +312,14 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
     service = service_process(
         settings, args.model_dir, run_dir, default, ports, child_environment(settings)
     )
-    nginx, nginx_conf = nginx_child(
-        settings, layout, run_dir, args.host, models, default, rest_ports, service
-    )
+    ready_file = new_ready_file()
+    try:
+        nginx, nginx_conf = nginx_child(
+            settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
+        )
+    except BaseException:
+        shutil.rmtree(ready_file.parent, ignore_errors=True)
+        raise
     stack = Stack(
         settings=settings,
         run_dir=run_dir,
@@ -289,6 +330,7 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
         nginx=nginx,
         nginx_conf=nginx_conf,
         service=service,
+        ready_file=ready_file,
         model_servers=model_server_children(settings, models, run_dir, ports),
     )
     if settings.log_format == "json":  # children that write plain text get their lines wrapped
@@ -315,13 +357,40 @@ def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
     return on_death
 
 
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def service_ready(socket_path: str, timeout: float = 1.0) -> bool:
+    """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
+    conn = _UnixHTTPConnection(socket_path, timeout)
+    try:
+        conn.request("GET", "/ping")
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
-    """Until every model is AVAILABLE on every instance (False on deadline, stop or death)."""
+    """Until every model is AVAILABLE on every instance and the Python service answers (False
+    on deadline, stop or death); then lets /ping probe them (ready_file)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
     pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
     if not stack.models:  # multi-model: every instance up (it loads models on request)
         pending = {(port, "") for port in stack.rest_ports}
-    while pending:
+    service_pending = True
+    while pending or service_pending:
         if supervisor.stopping:
             return False
         dead = [c for c in stack.children if not c.alive()]
@@ -330,9 +399,9 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             return False
         if time.monotonic() > deadline:
             log.error(
-                "models not AVAILABLE after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
+                "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
                 stack.settings.wait_time_seconds,
-                sorted(pending),
+                sorted(pending) + (["python-service"] if service_pending else []),
             )
             return False
         pending = {
@@ -340,22 +409,32 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             for port, name in pending
             if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
         }
-        if pending:
+        service_pending = service_pending and not service_ready(stack.service.socket_path)
+        if pending or service_pending:
             supervisor.sleep(0.25)
+    stack.ready_file.touch()
     return True
 
 
-def shutdown(stack: Stack) -> None:
-    """Ping goes 503, nginx drains in-flight requests, then the model servers stop."""
-    log.info("shutting down: draining requests (up to %ds)", SHUTDOWN_GRACE_SECONDS)
+def shutdown(stack: Stack, requested_at: float) -> None:
+    """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
+    servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
+    deadline = requested_at + SHUTDOWN_BUDGET_SECONDS
+    backends_at = deadline - KILL_RESERVE_SECONDS - BACKEND_STOP_SECONDS
+    log.info(
+        "shutting down: draining requests (up to %ds), done within %.0fs",
+        NGINX_DRAIN_SECONDS,
+        SHUTDOWN_BUDGET_SECONDS,
+    )
     if stack.nginx.alive():
         stack.nginx_conf.write(draining=True)
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
-        time.sleep(DRAIN_NOTICE_SECONDS)
-    stack.nginx.stop(SHUTDOWN_GRACE_SECONDS + 2)
-    stack.service.child.stop(10)
-    stop_all(stack.model_servers, 5)
+        time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
+    stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
+    backends = [stack.service.child, *stack.model_servers]
+    stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     stack.service.cleanup()
+    shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
 
 
@@ -377,7 +456,20 @@ def run(args: argparse.Namespace) -> int:
     ) as exc:
         log.error("cannot start: %s", exc)
         return 2
-    supervisor = Supervisor(stack.children)
+    watchdog = Watchdog()
+    try:
+        watchdog.start()
+    except OSError as exc:
+        log.error("cannot start: the watchdog: %s", exc)
+        return 2
+    # should serve die without its shutdown, the watchdog removes its temporary directories
+    for directory in (stack.ready_file.parent, stack.service.socket_dir):
+        watchdog.remove_on_exit(directory)
+    if args.run_dir is None:
+        watchdog.remove_on_exit(stack.run_dir)
+    for child in stack.children:
+        child.watchdog = watchdog
+    supervisor = Supervisor(stack.children, watchdog=watchdog)
     supervisor.install_signal_handlers()
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
@@ -405,9 +497,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     finally:
-        shutdown(stack)
+        shutdown(stack, supervisor.stop_requested_at or time.monotonic())
         if args.run_dir is None:
             shutil.rmtree(stack.run_dir, ignore_errors=True)
+        watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
 
 
 def main(argv: list[str] | None = None) -> None:

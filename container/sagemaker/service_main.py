@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         "threads": args.threads,
         "worker_class": args.worker_class,
         "timeout": args.timeout,
-        "graceful_timeout": 20,
+        "graceful_timeout": 3,  # within serve's BACKEND_STOP_SECONDS (serve.py)
         "keepalive": 75,
         "loglevel": args.log_level,
         "accesslog": None,

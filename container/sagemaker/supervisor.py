@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -15,15 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from .watchdog import Watchdog
+
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGKILL if the supervisor dies (Linux), own session."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+KILL_WAIT_SECONDS = 2.0  # after SIGKILL, the time a process gets to be reaped
+_POLL_SECONDS = 0.02
 
 
 def reap_orphans(known: set[int]) -> list[int]:
@@ -54,7 +50,12 @@ class RestartPolicy:
 
 
 class Child:
-    """One supervised process: its command, how to stop it and its restart history."""
+    """One supervised process: its command, how to stop it and its restart history.
+
+    The child leads a process group of its own (its workers join it). When it exits, the group
+    is swept with SIGKILL before the exit is reaped (the zombie leader keeps the group id from
+    being reused), so no worker of a dead nginx or gunicorn master lingers; a `watchdog` (see
+    watchdog.py) kills the group should serve itself die."""
 
     def __init__(
         self,
@@ -66,6 +67,7 @@ class Child:
         graceful_signal: int = signal.SIGTERM,
         relay: Callable[[str, IO[bytes]], None] | None = None,
         pass_fds: Sequence[int] = (),
+        watchdog: Watchdog | None = None,
     ) -> None:
         """`relay`, when given, gets the child's stdout+stderr (in a thread) instead of the
         terminal: serve's JSON logs wrap the lines of children that write plain text."""
@@ -76,6 +78,7 @@ class Child:
         self.env = dict(env) if env is not None else None
         self.policy = policy or RestartPolicy()
         self.graceful_signal = graceful_signal
+        self.watchdog = watchdog
         self.proc: subprocess.Popen | None = None
         self.deaths: collections.deque[float] = collections.deque()
         self.restart_at: float | None = None
@@ -90,10 +93,13 @@ class Child:
             stdin=subprocess.DEVNULL,
             stdout=piped,
             stderr=subprocess.STDOUT if piped else None,
-            start_new_session=True,  # terminal signals go to serve only, which stops us in order
-            preexec_fn=_die_with_parent,
+            # its own group (pgid == pid): terminal signals go to serve only, which stops us in
+            # order, and the group can be killed whole
+            start_new_session=True,
             pass_fds=self.pass_fds,
         )
+        if self.watchdog is not None:
+            self.watchdog.track(self.proc.pid)
         if self.relay is not None and self.proc.stdout is not None:
             threading.Thread(
                 target=self.relay, args=(self.name, self.proc.stdout), daemon=True
@@ -105,8 +111,25 @@ class Child:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc is not None else None
 
+    def poll(self) -> int | None:
+        """The exit code once the process has exited (its group swept and the exit reaped)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return None if proc is None else proc.returncode
+        try:
+            exited = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped behind the Popen's back: the group id may be reused
+            return proc.wait()
+        if exited is None:
+            return None
+        self.kill_group()  # the leader is a zombie: the group id is still ours
+        code = proc.wait()
+        if self.watchdog is not None:
+            self.watchdog.forget(proc.pid)
+        return code
+
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.poll() is None
 
     def signal(self, signum: int) -> None:
         if self.alive():
@@ -114,23 +137,25 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signum)
 
+    def kill_group(self) -> None:
+        """SIGKILL the process group (the leader and whatever it started), unless reaped."""
+        if self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
     def wait(self, timeout: float) -> bool:
         """True once the process has exited (within timeout seconds)."""
-        if self.proc is None:
-            return True
-        try:
-            self.proc.wait(max(0.0, timeout))
-        except subprocess.TimeoutExpired:
-            return False
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and self.proc is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(_POLL_SECONDS, remaining))
         return True
 
     def stop(self, timeout: float) -> None:
-        """Graceful signal, then SIGKILL after timeout."""
-        self.signal(self.graceful_signal)
-        if not self.wait(timeout):
-            log.warning("%s did not stop within %.0fs: killing it", self.name, timeout)
-            self.signal(signal.SIGKILL)
-            self.wait(5)
+        """Graceful signal, then SIGKILL to the whole group after timeout."""
+        stop_all([self], timeout)
 
     def record_death(self, now: float) -> bool:
         """Note an unexpected exit and schedule a restart; False if it dies too often."""
@@ -149,15 +174,24 @@ class Child:
 class Supervisor:
     """Watches children until asked to stop or until one keeps dying."""
 
-    def __init__(self, children: Sequence[Child], poll_interval: float = 0.2) -> None:
+    def __init__(
+        self,
+        children: Sequence[Child],
+        poll_interval: float = 0.2,
+        watchdog: Watchdog | None = None,
+    ) -> None:
         self.children = list(children)
         self.poll_interval = poll_interval
+        self.watchdog = watchdog
         self._stop = threading.Event()
+        self.stop_requested_at: float | None = None  # time.monotonic() of the first request
         self.on_restart: Callable[[Child], None] | None = None
         self.on_death: Callable[[Child], None] | None = None  # before its restart is due
         self.reap_orphans = os.getpid() == 1  # in a container, orphans become serve's
 
     def request_stop(self, *_: object) -> None:
+        if self.stop_requested_at is None:
+            self.stop_requested_at = time.monotonic()
         self._stop.set()
 
     @property
@@ -178,7 +212,7 @@ class Supervisor:
         for child in self.children:
             if child.proc is None:
                 continue
-            code = child.proc.poll()
+            code = child.poll()
             if code is not None and child.restart_at is None:
                 log.error("%s (pid %s) exited with code %s", child.name, child.proc.pid, code)
                 if self.on_death is not None:
@@ -190,8 +224,14 @@ class Supervisor:
                 child.start()
                 if self.on_restart is not None:
                     self.on_restart(child)
+        if self.watchdog is not None and not self.watchdog.alive():
+            log.error("the watchdog exited: starting another one")
+            self.watchdog.start()
         if self.reap_orphans:
-            reap_orphans({c.proc.pid for c in self.children if c.proc is not None})
+            known = {c.proc.pid for c in self.children if c.proc is not None}
+            if self.watchdog is not None and self.watchdog.proc is not None:
+                known.add(self.watchdog.proc.pid)
+            reap_orphans(known)
         return None
 
     def run(self) -> Child | None:
@@ -205,12 +245,13 @@ class Supervisor:
 
 
 def stop_all(children: Sequence[Child], timeout: float) -> None:
-    """Send every child its graceful signal at once, then wait for all (SIGKILL at timeout)."""
+    """Send every child its graceful signal at once, then wait for all; a group still running
+    after `timeout` seconds gets SIGKILL (reaped within KILL_WAIT_SECONDS more)."""
     deadline = time.monotonic() + timeout
     for child in children:
         child.signal(child.graceful_signal)
     for child in children:
         if not child.wait(deadline - time.monotonic()):
             log.warning("%s did not stop within %.0fs: killing it", child.name, timeout)
-            child.signal(signal.SIGKILL)
-            child.wait(5)
+            child.kill_group()
+            child.wait(KILL_WAIT_SECONDS)

@@ -79,3 +79,37 @@ def test_sigterm_stops_serve_cleanly(docker_image, model_dir):
         elapsed = time.monotonic() - started
     assert code == 0, server.logs()[-3000:]
     assert elapsed < 29, f"stopped after {elapsed:.1f}s: SIGTERM did not reach serve"
+
+
+# Every TCP socket listening in the container, from /proc/net (no tool needed in the image).
+LISTENERS = r"""
+import socket, struct
+for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+    for line in open(f"/proc/net/{name}").read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        if state != "0A":  # LISTEN
+            continue
+        address, port = local.split(":")
+        raw = bytes.fromhex(address)
+        if family == socket.AF_INET:
+            raw = struct.pack("<I", *struct.unpack(">I", raw))
+        else:
+            words = struct.unpack(">4I", raw)
+            raw = struct.pack("<4I", *words)
+        print(socket.inet_ntop(family, raw), int(port, 16))
+"""
+
+
+def test_only_the_front_port_listens_beyond_the_loopback(container):
+    """The model servers' gRPC and REST ports (the real binary binds every interface; serve
+    preloads loopback_bind.so) are reachable from inside the container only."""
+    import ipaddress
+
+    result = container.container.exec_run(["python3", "-c", LISTENERS])
+    assert result.exit_code == 0, result.output
+    listening = [line.split() for line in result.output.decode().splitlines()]
+    assert len(listening) >= 3, listening  # nginx, and a model server's gRPC and REST ports
+    for address, port in listening:
+        ip = ipaddress.ip_address(address)
+        loopback = (getattr(ip, "ipv4_mapped", None) or ip).is_loopback
+        assert loopback or port == "8080", (address, port)

@@ -12,6 +12,7 @@ from sagemaker_serving.model_server_command import (
     find_model_server,
     gpu_assignment,
     model_server_command,
+    model_server_environment,
 )
 from sagemaker_serving.settings import Settings
 
@@ -133,6 +134,126 @@ def test_full_command_for_our_server():
 def test_bind_address_only_for_our_server():
     assert "--bind_address=127.0.0.1" in command(settings(), ours=True)
     assert not any(a.startswith("--bind_address") for a in command(settings(), ours=False))
+
+
+# Every flag tensorflow_model_server defines (tensorflow_serving/model_servers/main.cc): it exits
+# on any other, so serve must pass none of ours (--bind_address) to it.
+TFS_FLAGS = {
+    "allow_version_labels_for_unavailable_models",
+    "batching_parameters_file",
+    "enable_batching",
+    "enable_grpc_healthcheck_service",
+    "enable_model_warmup",
+    "enable_per_model_batching_parameters",
+    "enable_profiler",
+    "enable_serialization_as_tensor_content",
+    "enable_signature_method_name_check",
+    "file_system_poll_wait_seconds",
+    "flush_filesystem_caches",
+    "grpc_channel_arguments",
+    "grpc_max_threads",
+    "grpc_socket_path",
+    "load_retry_interval_micros",
+    "max_num_load_retries",
+    "mixed_precision",
+    "model_base_path",
+    "model_config_file",
+    "model_config_file_poll_wait_seconds",
+    "model_name",
+    "monitoring_config_file",
+    "num_load_threads",
+    "num_request_iterations_for_warmup",
+    "num_tflite_interpreters_per_pool",
+    "num_tflite_pools",
+    "num_unload_threads",
+    "per_process_gpu_memory_fraction",
+    "platform_config_file",
+    "port",
+    "prefer_tflite_model",
+    "remove_unused_fields_from_bundle_metagraph",
+    "rest_api_enable_cors_support",
+    "rest_api_num_threads",
+    "rest_api_port",
+    "rest_api_timeout_in_ms",
+    "saved_model_tags",
+    "skip_initialize_tpu",
+    "ssl_config_file",
+    "tensorflow_inter_op_parallelism",
+    "tensorflow_intra_op_parallelism",
+    "tensorflow_session_config_file",
+    "tensorflow_session_parallelism",
+    "thread_pool_factory_config_file",
+    "use_alts_credentials",
+    "version",
+    "xla_cpu_compilation_enabled",
+    "xla_gpu_compilation_enabled",
+}
+
+
+def test_full_command_for_the_real_binary():
+    s = settings(
+        SAGEMAKER_TFS_ENABLE_BATCHING="true",
+        SAGEMAKER_TFS_INTRA_OP_PARALLELISM="4",
+        SAGEMAKER_TFS_INTER_OP_PARALLELISM="2",
+    )
+    argv = command(
+        s,
+        ours=False,
+        grpc_port=10000,
+        rest_port=10001,
+        batching_path=Path("/run/batching.cfg"),
+        monitoring_config_path=Path("/run/monitoring.cfg"),
+        gpu_memory_fraction=0.4,
+    )
+    assert argv == [
+        "/bin/tms",
+        "--port=10000",
+        "--rest_api_port=10001",
+        "--model_config_file=/run/model-config.cfg",
+        "--max_num_load_retries=0",
+        "--rest_api_timeout_in_ms=60000",
+        "--enable_batching=true",
+        "--batching_parameters_file=/run/batching.cfg",
+        "--tensorflow_intra_op_parallelism=4",
+        "--tensorflow_inter_op_parallelism=2",
+        "--monitoring_config_file=/run/monitoring.cfg",
+        "--per_process_gpu_memory_fraction=0.4",
+    ]
+    names = {a[2:].split("=", 1)[0] for a in argv[1:]}
+    assert names <= TFS_FLAGS, names - TFS_FLAGS
+
+
+# model_server_environment
+
+
+def test_the_real_binary_gets_the_loopback_library(tmp_path):
+    library = tmp_path / "loopback_bind.so"
+    library.write_bytes(b"")
+    env = model_server_environment({"LD_PRELOAD": "/x.so"}, False, None, 1, library)
+    assert env["LD_PRELOAD"] == f"{library} /x.so"
+    assert model_server_environment({}, False, None, 1, library)["LD_PRELOAD"] == str(library)
+    # ours binds 127.0.0.1 by flag; without the library there is nothing to preload
+    assert "LD_PRELOAD" not in model_server_environment({}, True, None, 1, library)
+    assert "LD_PRELOAD" not in model_server_environment({}, False, None, 1, tmp_path / "none")
+
+
+def test_the_images_install_the_loopback_library_where_serve_looks():
+    # /opt/venv is the images' venv (sys.prefix); see docker/Dockerfile.cpu and .gpu
+    assert Path(msc.LOOPBACK_BIND_LIBRARY).relative_to(msc.sys.prefix) == Path(
+        "lib/loopback_bind.so"
+    )
+
+
+def test_without_gpus_tensorflow_does_not_probe_cuda():
+    env = model_server_environment({"A": "1"}, True, None, 0)
+    assert env == {"A": "1", "TF_ENABLED_DEVICE_TYPES": "CPU,XLA_CPU"}
+    mine = {"TF_ENABLED_DEVICE_TYPES": "CPU,GPU"}
+    assert model_server_environment(mine, True, None, 0) == mine
+
+
+def test_with_gpus_each_instance_gets_its_device():
+    env = model_server_environment({}, False, "1", 2, Path("/nonexistent.so"))
+    assert env == {"CUDA_VISIBLE_DEVICES": "1"}
 
 
 def test_batching_path_must_match_settings():

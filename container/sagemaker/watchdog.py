@@ -1,0 +1,151 @@
+"""Nothing outlives serve: a tiny process that SIGKILLs serve's children when serve goes away.
+
+serve starts every child in its own process group and tells the watchdog each group over a pipe
+only serve can write to ("+PGID" when it starts one, "-PGID" once it has reaped it and swept its
+group; "dPATH" for a temporary directory of serve's). When serve is gone, by any signal (SIGKILL
+included) or by a normal exit, the pipe reads end-of-file and the watchdog SIGKILLs the groups
+still listed, removes the directories, then exits. A group holds the leader's helpers too
+(nginx's workers, gunicorn's workers), which PR_SET_PDEATHSIG never reached.
+
+serve side: `Watchdog`. The watchdog itself runs this file with the standard library only
+(`python -I -S watchdog.py FD`): it must start fast and import nothing of ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE)
+
+
+def parse(lines: list[bytes], groups: set[int], directories: list[str] | None = None) -> None:
+    """Apply "+PGID" / "-PGID" lines to the set of groups to kill, "dPATH" to the directories."""
+    for line in lines:
+        text = line.strip()
+        if text[:1] == b"d" and directories is not None and text[1:2] == b"/":
+            directories.append(os.fsdecode(text[1:]))
+            continue
+        if len(text) < 2 or not text[1:].isdigit():
+            continue
+        pgid = int(text[1:])
+        if pgid <= 1:
+            continue
+        if text[:1] == b"+":
+            groups.add(pgid)
+        elif text[:1] == b"-":
+            groups.discard(pgid)
+
+
+def kill_groups(groups: set[int]) -> None:
+    for pgid in sorted(groups):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def watch(fd: int) -> None:
+    """Follow the pipe until end-of-file (serve is gone), then kill what is left."""
+    groups: set[int] = set()
+    directories: list[str] = []
+    pending = b""
+    while chunk := os.read(fd, 4096):
+        *lines, pending = (pending + chunk).split(b"\n")
+        parse(lines, groups, directories)
+    kill_groups(groups)
+    for path in directories:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    # Signals meant for serve's terminal or group are not for us: we leave when serve does.
+    for signum in IGNORED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    os.chdir("/")
+    watch(int(argv[1]))
+    return 0
+
+
+class Watchdog:
+    """serve's end: starts the watchdog process and tells it which process groups to kill."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self._directories: list[Path] = []
+        self._write_fd: int | None = None
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """(Re)start the watchdog process with the groups known so far."""
+        with self._lock:
+            self._close()
+            read_fd, write_fd = os.pipe()  # neither end is inheritable (O_CLOEXEC)
+            try:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", os.path.abspath(__file__), str(read_fd)],
+                    stdin=subprocess.DEVNULL,
+                    pass_fds=(read_fd,),  # the read end only: the watchdog must not keep a writer
+                    start_new_session=True,  # no terminal or group signal of serve's reaches it
+                )
+            finally:
+                os.close(read_fd)
+            self._write_fd = write_fd
+            self._send([f"+{pgid}" for pgid in self._groups])
+            self._send([f"d{path}" for path in self._directories])
+
+    def track(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            self._send([f"+{pgid}"])
+
+    def forget(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+            self._send([f"-{pgid}"])
+
+    def remove_on_exit(self, directory: Path) -> None:
+        """Remove this directory (serve's own, temporary) once serve is gone."""
+        path = Path(os.path.abspath(directory))
+        if "\n" in str(path):
+            return
+        with self._lock:
+            self._directories.append(path)
+            self._send([f"d{path}"])
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Close the pipe: the watchdog kills what is still listed (normally nothing) and exits."""
+        with self._lock:
+            self._close()
+        if self.proc is not None:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def _send(self, lines: list[str]) -> None:
+        if self._write_fd is None or not lines:
+            return
+        data = "".join(f"{line}\n" for line in lines).encode()
+        try:
+            os.write(self._write_fd, data)  # short lines: atomic below PIPE_BUF
+        except BrokenPipeError:
+            pass  # the watchdog died: Supervisor.check starts another one with every group
+
+    def _close(self) -> None:
+        if self._write_fd is not None:
+            os.close(self._write_fd)
+            self._write_fd = None
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
