@@ -24,6 +24,7 @@ from .handler_context import Context, HandlerError
 from .log_setup import REQUEST_ID
 from .model_client import ModelServerClient
 from .routing import Route, parse_route
+from .service_access import TOKEN_HEADER
 from .service_metrics import ServiceMetrics
 from .tensor_payloads import TensorRequest
 from .user_code import Handlers, load_handlers
@@ -326,7 +327,6 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     return app
 
 
-TOKEN_HEADER = "X-Sagemaker-Serving-Token"
 _TOKEN_ENVIRON = "HTTP_" + TOKEN_HEADER.upper().replace("-", "_")
 _FORBIDDEN = orjson.dumps({"error": "Forbidden: only the container's nginx may call the service"})
 

@@ -52,7 +52,7 @@ from .nginx_config import (
     upstream_servers,
 )
 from .ports import allocate_model_server_ports
-from .service_access import write_private
+from .service_access import TOKEN_HEADER, write_private
 from .service_process import ServiceProcess, mme_state_dir, service_process
 from .settings import Settings, SettingsError
 from .supervisor import Child, Supervisor, stop_all
@@ -368,11 +368,11 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
-def service_ready(socket_path: str, timeout: float = 1.0) -> bool:
+def service_ready(socket_path: str, token: str, timeout: float = 1.0) -> bool:
     """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
     conn = _UnixHTTPConnection(socket_path, timeout)
     try:
-        conn.request("GET", "/ping")
+        conn.request("GET", "/ping", headers={TOKEN_HEADER: token})
         reply = conn.getresponse()
         reply.read()
         return reply.status == 200
@@ -409,7 +409,9 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             for port, name in pending
             if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
         }
-        service_pending = service_pending and not service_ready(stack.service.socket_path)
+        service_pending = service_pending and not service_ready(
+            stack.service.socket_path, stack.service.access.token
+        )
         if pending or service_pending:
             supervisor.sleep(0.25)
     stack.ready_file.touch()

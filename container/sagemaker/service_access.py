@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 NGINX_WORKER_USER = "nobody"  # nginx's default `user` when its master runs as root
+TOKEN_HEADER = "X-Sagemaker-Serving-Token"  # nginx.conf.template sets it on every service hop
 
 
 @dataclass(frozen=True)

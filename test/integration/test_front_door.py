@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -348,21 +349,32 @@ def open_slow_request(port: int, source: str = "127.0.0.1") -> socket.socket:
 
 def test_one_client_address_holds_a_bounded_number_of_requests(stack):
     held = [open_slow_request(stack.port) for _ in range(PER_CLIENT)]
+    stop = threading.Event()
+
+    def trickle() -> None:  # one body byte per second each: slow, never timed out
+        while not stop.wait(1.0):
+            for sock in held:
+                sock.sendall(b"1")
+
+    feeder = threading.Thread(target=trickle, daemon=True)
+    feeder.start()
     try:
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 20
         status = 0
         while time.monotonic() < deadline:  # the slow requests register as they arrive
             status, headers, body = split_reply(raw(stack.port, b"POST /invocations HTTP/1.1\r\n"
                 b"Host: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n1.0"))  # fmt: skip
             if status == 429:
                 break
-            time.sleep(0.05)
+            time.sleep(0.1)
         assert_json_error(status, headers, body, 429)
         # another client (address) is served meanwhile
         status, _, body = split_reply(raw(stack.port, b"POST /invocations HTTP/1.1\r\nHost: x\r\n"
             b"Content-Length: 3\r\nConnection: close\r\n\r\n1.0", source="127.0.0.2"))  # fmt: skip
         assert status == 200, body
     finally:
+        stop.set()
+        feeder.join()
         for sock in held:
             sock.close()
 
