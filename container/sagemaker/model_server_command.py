@@ -6,6 +6,7 @@ import logging
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from .settings import Settings
@@ -27,6 +28,18 @@ def find_model_server() -> tuple[str, bool]:
     if ours is None:
         raise FileNotFoundError(f"neither {TFS_BINARY} nor {OUR_BINARY} was found")
     return ours, True
+
+
+def model_server_environment(
+    settings: Settings, base: Mapping[str, str], device: str | None
+) -> dict[str, str]:
+    """A model server's environment: `base` with its GPU and TensorFlow's CPU allocator."""
+    env = dict(base)
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
+    if settings.onednn_system_allocator is not None:
+        env["TF_ONEDNN_USE_SYSTEM_ALLOCATOR"] = "1" if settings.onednn_system_allocator else "0"
+    return env
 
 
 def model_server_command(

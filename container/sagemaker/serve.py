@@ -28,6 +28,7 @@ from .model_server_command import (
     find_model_server,
     gpu_assignment,
     model_server_command,
+    model_server_environment,
 )
 from .model_server_health import PROMETHEUS_PATH, instance_up, model_available
 from .nginx_config import (
@@ -150,9 +151,7 @@ def model_server_children(
     for i, ((grpc_port, rest_port), (device, fraction)) in enumerate(
         zip(ports, assignments, strict=True)
     ):
-        env = child_environment(settings)
-        if device is not None:
-            env["CUDA_VISIBLE_DEVICES"] = device
+        env = model_server_environment(settings, child_environment(settings), device)
         argv = model_server_command(
             executable,
             ours,

@@ -32,10 +32,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{exc}\n{flags.usage()}", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    # With oneDNN on, TF's CPU allocator keeps tensors of 4 KiB and more in a pool that never
-    # shrinks, so an unloaded model's memory would stay in the process; malloc instead (no
-    # measurable inference cost: test/perf/bench_cpu_allocator.py).
-    os.environ.setdefault("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1")
     if options.version:
         import tensorflow as tf
 

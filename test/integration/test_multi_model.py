@@ -281,9 +281,10 @@ def heavy_root(model_root) -> Path:
 
 @pytest.mark.parametrize("onednn", ["0", "1"])
 def test_unloaded_memory_returns_and_cycles_do_not_grow(heavy_root, tmp_path, onednn):
-    """Three cycles each load then unload 10 other models of 40 MB; with oneDNN forced off
-    and on (its CPU allocator's pool is what kept unloaded weights; on by default only on
-    some CPUs)."""
+    """Three cycles each load then unload 10 other models of 40 MB, with oneDNN forced off
+    and on: on, TF's CPU allocator pools every block unless TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1,
+    which serve sets for multi-model model servers (oneDNN is on by default only on some
+    CPUs)."""
     env = {**MME, "TF_ENABLE_ONEDNN_OPTS": onednn}
     with serve_stack(heavy_root, tmp_path, env) as server:
         assert load(server, "warm", str(heavy_root / "h0")).status_code == 200

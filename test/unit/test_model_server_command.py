@@ -12,6 +12,7 @@ from sagemaker_serving.model_server_command import (
     find_model_server,
     gpu_assignment,
     model_server_command,
+    model_server_environment,
 )
 from sagemaker_serving.settings import Settings
 
@@ -84,6 +85,19 @@ def command(s: Settings, ours: bool = False, **kwargs) -> list[str]:
     }
     options.update(kwargs)
     return model_server_command("/bin/tms", ours, s, **options)
+
+
+def test_environment_keeps_the_base_and_adds_gpu_and_allocator():
+    base = {"PATH": "/bin", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}
+    assert model_server_environment(settings(), base, None) == base
+    env = model_server_environment(settings(SAGEMAKER_MULTI_MODEL="true"), {"PATH": "/bin"}, "1")
+    assert env == {
+        "PATH": "/bin",
+        "CUDA_VISIBLE_DEVICES": "1",
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
+    }
+    pool = settings(SAGEMAKER_MULTI_MODEL="true", TF_ONEDNN_USE_SYSTEM_ALLOCATOR="false")
+    assert model_server_environment(pool, {}, None) == {"TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}
 
 
 def test_minimal_command():
