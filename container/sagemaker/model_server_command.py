@@ -75,6 +75,7 @@ CPU_DEVICE_TYPES = "CPU,XLA_CPU"
 
 
 def model_server_environment(
+    settings: Settings,
     env: Mapping[str, str],
     ours: bool,
     device: str | None,
@@ -84,11 +85,15 @@ def model_server_environment(
     """The environment of one model server instance: its GPU (CUDA_VISIBLE_DEVICES); on a host
     without GPUs, TensorFlow's device factories limited to the CPU so that it does not probe
     CUDA (whose failed cuInit is an error line in every CPU host's log; a
-    TF_ENABLED_DEVICE_TYPES of the user's own is kept); for tensorflow_model_server, the
+    TF_ENABLED_DEVICE_TYPES of the user's own is kept); TensorFlow's CPU allocator
+    (TF_ONEDNN_USE_SYSTEM_ALLOCATOR, settings.py); for tensorflow_model_server, the
     loopback_bind library when it is installed (ours takes --bind_address instead)."""
     result = dict(env)
     if device is not None:
         result["CUDA_VISIBLE_DEVICES"] = device
+    if settings.onednn_system_allocator is not None:
+        allocator = "1" if settings.onednn_system_allocator else "0"
+        result["TF_ONEDNN_USE_SYSTEM_ALLOCATOR"] = allocator
     if gpu_count <= 0:
         result.setdefault("TF_ENABLED_DEVICE_TYPES", CPU_DEVICE_TYPES)
     if not ours and loopback_library.is_file():

@@ -178,7 +178,7 @@ def model_server_children(
     for i, ((grpc_port, rest_port), (device, fraction)) in enumerate(
         zip(ports, assignments, strict=True)
     ):
-        env = model_server_environment(child_environment(settings), ours, device, gpus)
+        env = model_server_environment(settings, child_environment(settings), ours, device, gpus)
         argv = model_server_command(
             executable,
             ours,

@@ -133,6 +133,14 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "multi-model: memory kept free; a load that would not fit in the rest is refused (507)",
     ),
     (
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR",
+        "`1` multi-model, else unset",
+        "for the model servers, when TensorFlow runs oneDNN (its default on x86 CPUs with "
+        "AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX): `1` (or `true`) malloc, so an unloaded "
+        "model's memory leaves the process; `0` (or `false`) TensorFlow's pool, which never "
+        "shrinks but spares large batches their page faults",
+    ),
+    (
         "SAGEMAKER_MAX_PAYLOAD_IN_MB",
         "unset",
         "batch transform payload limit in MB, 0 to 100 (0: unlimited, sent chunked); also the "
@@ -195,6 +203,7 @@ class Settings:
     max_payload_in_mb: int | None = _env("SAGEMAKER_MAX_PAYLOAD_IN_MB")
     batch_strategy: str | None = _env("SAGEMAKER_BATCH_STRATEGY")
     max_concurrent_transforms: int | None = _env("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS")
+    onednn_system_allocator: bool | None = _env("TF_ONEDNN_USE_SYSTEM_ALLOCATOR")
     omp_num_threads: str = _env("OMP_NUM_THREADS")
     cpu_count: int = field()
 
@@ -218,10 +227,11 @@ class Settings:
         env = os.environ if env is None else env
         cpus = max(1, cpu_count if cpu_count is not None else (os.cpu_count() or 1))
         batch = _bool(env, "SAGEMAKER_BATCH", False)
+        multi_model = _bool(env, "SAGEMAKER_MULTI_MODEL", False)
         return cls(
             bind_to_port=_int(env, "SAGEMAKER_BIND_TO_PORT", 8080, 1, 65535),
             safe_port_range=_port_range(env, "SAGEMAKER_SAFE_PORT_RANGE"),
-            multi_model=_bool(env, "SAGEMAKER_MULTI_MODEL", False),
+            multi_model=multi_model,
             default_model_name=_model_name(env, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME"),
             enable_batching=_bool(env, "SAGEMAKER_TFS_ENABLE_BATCHING", False),
             max_batch_size=_int(env, "SAGEMAKER_TFS_MAX_BATCH_SIZE", 8, 1, _INT64_MAX),
@@ -275,6 +285,9 @@ class Settings:
             max_concurrent_transforms=_optional_int(
                 env, "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", 1, _INT32_MAX
             ),
+            onednn_system_allocator=_tf_bool(
+                env, "TF_ONEDNN_USE_SYSTEM_ALLOCATOR", True if multi_model else None
+            ),
             omp_num_threads=_raw(env, "OMP_NUM_THREADS") or "1",
             cpu_count=cpus,
         )
@@ -318,6 +331,17 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw.lower() in ("true", "false"):
         return raw.lower() == "true"
     raise SettingsError(name, f"expected true or false, got {raw!r}")
+
+
+def _tf_bool(env: Mapping[str, str], name: str, default: bool | None) -> bool | None:
+    """A boolean as TensorFlow reads it (0, 1, true, false; any case): TensorFlow aborts
+    the process on anything else."""
+    raw = _raw(env, name)
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "0", "false"):
+        return raw.lower() in ("1", "true")
+    raise SettingsError(name, f"expected 0, 1, true or false, got {raw!r}")
 
 
 def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:

@@ -87,6 +87,22 @@ def command(s: Settings, ours: bool = False, **kwargs) -> list[str]:
     return model_server_command("/bin/tms", ours, s, **options)
 
 
+def test_environment_keeps_the_base_and_adds_gpu_and_allocator():
+    base = {"PATH": "/bin", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}
+    assert model_server_environment(settings(), base, True, None, 1) == base
+    multi = settings(SAGEMAKER_MULTI_MODEL="true")
+    env = model_server_environment(multi, {"PATH": "/bin"}, True, "1", 2)
+    assert env == {
+        "PATH": "/bin",
+        "CUDA_VISIBLE_DEVICES": "1",
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
+    }
+    pool = settings(SAGEMAKER_MULTI_MODEL="true", TF_ONEDNN_USE_SYSTEM_ALLOCATOR="false")
+    assert model_server_environment(pool, {}, True, None, 1) == {
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"
+    }
+
+
 def test_minimal_command():
     assert command(settings()) == [
         "/bin/tms",
@@ -229,12 +245,16 @@ def test_full_command_for_the_real_binary():
 def test_the_real_binary_gets_the_loopback_library(tmp_path):
     library = tmp_path / "loopback_bind.so"
     library.write_bytes(b"")
-    env = model_server_environment({"LD_PRELOAD": "/x.so"}, False, None, 1, library)
+    env = model_server_environment(settings(), {"LD_PRELOAD": "/x.so"}, False, None, 1, library)
     assert env["LD_PRELOAD"] == f"{library} /x.so"
-    assert model_server_environment({}, False, None, 1, library)["LD_PRELOAD"] == str(library)
+    assert model_server_environment(settings(), {}, False, None, 1, library)["LD_PRELOAD"] == str(
+        library
+    )
     # ours binds 127.0.0.1 by flag; without the library there is nothing to preload
-    assert "LD_PRELOAD" not in model_server_environment({}, True, None, 1, library)
-    assert "LD_PRELOAD" not in model_server_environment({}, False, None, 1, tmp_path / "none")
+    assert "LD_PRELOAD" not in model_server_environment(settings(), {}, True, None, 1, library)
+    assert "LD_PRELOAD" not in model_server_environment(
+        settings(), {}, False, None, 1, tmp_path / "none"
+    )
 
 
 def test_the_images_install_the_loopback_library_where_serve_looks():
@@ -245,14 +265,14 @@ def test_the_images_install_the_loopback_library_where_serve_looks():
 
 
 def test_without_gpus_tensorflow_does_not_probe_cuda():
-    env = model_server_environment({"A": "1"}, True, None, 0)
+    env = model_server_environment(settings(), {"A": "1"}, True, None, 0)
     assert env == {"A": "1", "TF_ENABLED_DEVICE_TYPES": "CPU,XLA_CPU"}
     mine = {"TF_ENABLED_DEVICE_TYPES": "CPU,GPU"}
-    assert model_server_environment(mine, True, None, 0) == mine
+    assert model_server_environment(settings(), mine, True, None, 0) == mine
 
 
 def test_with_gpus_each_instance_gets_its_device():
-    env = model_server_environment({}, False, "1", 2, Path("/nonexistent.so"))
+    env = model_server_environment(settings(), {}, False, "1", 2, Path("/nonexistent.so"))
     assert env == {"CUDA_VISIBLE_DEVICES": "1"}
 
 

@@ -49,6 +49,7 @@ def test_defaults():
         "max_payload_in_mb": None,
         "batch_strategy": None,
         "max_concurrent_transforms": None,
+        "onednn_system_allocator": None,
         "omp_num_threads": "1",
         "cpu_count": 4,
     }
@@ -140,12 +141,22 @@ def test_settings_are_frozen():
         ("SAGEMAKER_BATCH_STRATEGY", "MultiRecord", "batch_strategy", "MULTI_RECORD"),
         ("SAGEMAKER_BATCH_STRATEGY", "SingleRecord", "batch_strategy", "SINGLE_RECORD"),
         ("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", "16", "max_concurrent_transforms", 16),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1", "onednn_system_allocator", True),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "TRUE", "onednn_system_allocator", True),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "0", "onednn_system_allocator", False),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "false", "onednn_system_allocator", False),
         ("OMP_NUM_THREADS", "4", "omp_num_threads", "4"),
         ("OMP_NUM_THREADS", "", "omp_num_threads", "1"),
     ],
 )
 def test_parses_variable(name, raw, field, expected):
     assert getattr(parse(**{name: raw}), field) == expected
+
+
+def test_multi_model_uses_the_system_allocator_unless_told_otherwise():
+    assert parse(SAGEMAKER_MULTI_MODEL="true").onednn_system_allocator is True
+    mme_pool = parse(SAGEMAKER_MULTI_MODEL="true", TF_ONEDNN_USE_SYSTEM_ALLOCATOR="0")
+    assert mme_pool.onednn_system_allocator is False
 
 
 @pytest.mark.parametrize(
@@ -163,6 +174,8 @@ def test_parses_variable(name, raw, field, expected):
         ("SAGEMAKER_SAFE_PORT_RANGE", "-5-10"),
         ("SAGEMAKER_MULTI_MODEL", "1"),
         ("SAGEMAKER_MULTI_MODEL", "yes"),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "yes"),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "2"),
         ("SAGEMAKER_TFS_ENABLE_BATCHING", "on"),
         ("SAGEMAKER_BATCH", "0"),
         ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "my model"),
