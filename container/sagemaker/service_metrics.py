@@ -4,6 +4,7 @@ PROMETHEUS_MULTIPROC_DIR is set, which serve does)."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import os
 import threading
@@ -29,6 +30,23 @@ def label_text(value: str) -> str:
         return shown
     digest = hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:12]
     return f"{shown[: MAX_LABEL_CHARS - 14]}..{digest}"
+
+
+class WrittenFilesCollector(multiprocess.MultiProcessCollector):
+    """prometheus_client's multiprocess collector without the files still being created.
+
+    A process creates its `<type>_<pid>.db` file empty and then sizes it; a reader that
+    opens it in between fails (`unpack_from requires a buffer of at least 4 bytes`). A file
+    only grows, so skipping the empty ones is race-free: they hold no values yet.
+    """
+
+    def collect(self):
+        files = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            with contextlib.suppress(FileNotFoundError):  # a dead worker's, being removed
+                if os.path.getsize(path) > 0:
+                    files.append(path)
+        return self.merge(files, accumulate=True)
 
 
 class ServiceMetrics:
@@ -99,6 +117,6 @@ class ServiceMetrics:
         """Prometheus text: all workers' values in multiprocess mode, else this process's."""
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             registry = CollectorRegistry()
-            multiprocess.MultiProcessCollector(registry)
+            WrittenFilesCollector(registry)
             return generate_latest(registry)
         return generate_latest(self.registry)

@@ -160,7 +160,7 @@ def test_sockets_are_for_serves_user_or_nginxs_workers_only(service):
 
 def _count(service: Service, model: str) -> float:
     status, _, body = service.get("/metrics")
-    assert status == 200
+    assert status == 200, (body, service.log()[-3000:])
     pattern = rb'sagemaker_requests_total\{model="' + model.encode() + rb'",[^}]*\} (\S+)'
     return sum(float(v) for v in re.findall(pattern, body))
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.mmap_dict import MmapedDict, mmap_key
+from prometheus_client.multiprocess import MultiProcessCollector
 from sagemaker_serving import front_metrics, service_metrics
 from sagemaker_serving.front_metrics import FrontMetricsReceiver, FrontRequest, parse_request
 from sagemaker_serving.service_metrics import (
@@ -13,6 +15,7 @@ from sagemaker_serving.service_metrics import (
     MAX_MODEL_LABELS,
     OTHER_MODELS,
     ServiceMetrics,
+    WrittenFilesCollector,
 )
 
 TOKEN = "run-secret"
@@ -112,3 +115,23 @@ def test_long_and_unprintable_label_values_are_bounded_and_distinct():
     assert label_a != label_b
     assert service_metrics.label_text("a\nb\x00c") == "a?b?c"
     assert service_metrics.label_text("short") == "short"
+
+
+def test_metrics_skip_a_workers_file_that_is_still_being_created(tmp_path):
+    """A worker creates its value file empty, then sizes it: /metrics read in between."""
+    written = MmapedDict(str(tmp_path / "counter_1.db"))
+    key = mmap_key("sagemaker_requests", "sagemaker_requests_total", ["route"], ["/ping"], "h")
+    written.write_value(key, 3.0, 0.0)
+    written.close()
+    (tmp_path / "counter_2.db").touch()  # the other worker, between open() and truncate()
+
+    with pytest.raises(Exception, match="unpack_from"):
+        generate_latest(_registry_with(MultiProcessCollector, tmp_path))
+    text = generate_latest(_registry_with(WrittenFilesCollector, tmp_path)).decode()
+    assert 'sagemaker_requests_total{route="/ping"} 3.0' in text
+
+
+def _registry_with(collector, path):
+    registry = CollectorRegistry()
+    collector(registry, path=str(path))
+    return registry
