@@ -59,6 +59,15 @@ format: install
 perf: install
 	$(PY) test/perf/bench_model_server.py
 
+# Hostile input: 10,000 cases against three native stacks, a table by outcome (perf-results/fuzz.json).
+.PHONY: fuzz soak
+fuzz: install
+	$(PY) scripts/fuzz_stack.py --cases 10000
+
+# 20,000 requests at concurrency 32 with wrk on the fast and user-code paths: errors, RSS growth.
+soak: install
+	$(PY) scripts/soak.py
+
 .PHONY: perf-container
 perf-container: install
 	$(PY) test/perf/bench_container.py
