@@ -4,6 +4,7 @@ with the same package, names and field numbers so their text format parses ident
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from google.protobuf import (
@@ -95,8 +96,19 @@ def parse_text(path: str | Path, message_class: type, what: str):
     try:
         text_format.Parse(text, message)
     except text_format.ParseError as exc:
-        raise invalid_argument(f"Invalid protobuf file: '{path}' ({what}): {exc}") from exc
+        print(parse_error_line(message_class, exc), file=sys.stderr, flush=True)
+        raise invalid_argument(f"Invalid protobuf file: '{path}'") from exc
     return message
+
+
+def parse_error_line(message_class: type, exc: text_format.ParseError) -> str:
+    """The line protobuf's C++ text parser logs for a file TF Serving cannot parse:
+    `Error parsing text-format <full name>: <line>:<column>: <reason>`."""
+    reason = str(exc)
+    if exc.GetLine() is not None:  # Python's ParseError reads "line:column : reason"
+        reason = reason.partition(" : ")[2] or reason
+    where = f"{exc.GetLine()}:{exc.GetColumn()}: " if exc.GetLine() is not None else ""
+    return f"Error parsing text-format {message_class.DESCRIPTOR.full_name}: {where}{reason}"
 
 
 def read_model_server_config(path: str | Path) -> model_server_config_pb2.ModelServerConfig:

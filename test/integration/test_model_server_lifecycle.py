@@ -44,6 +44,20 @@ def test_bad_command_lines_are_rejected(args, fragment):
     assert fragment in result.stderr
 
 
+def test_a_config_file_that_does_not_parse_is_reported_as_tf_serving_does(tmp_path):
+    config = tmp_path / "models.config"
+    config.write_text("improperly formatted\n")
+    result = run_cli(
+        f"--model_config_file={config}", "--port=0", f"--grpc_socket_path={tmp_path}/s"
+    )
+    assert result.returncode == 1
+    assert (
+        "Error parsing text-format tensorflow.serving.ModelServerConfig: 1:1: Message type "
+        '"tensorflow.serving.ModelServerConfig" has no field named "improperly".'
+    ) in result.stderr.splitlines()
+    assert f"Failed to start server. Error: Invalid protobuf file: '{config}'" in result.stdout
+
+
 def test_failed_load_ends_start_up(tmp_path):
     bad = tmp_path / "bad" / "1"
     bad.mkdir(parents=True)
