@@ -164,7 +164,7 @@ class MultiModelManager:
     def get(self, name: str) -> LoadedModel:
         model = self.registry.read().get(name)
         if model is None:
-            raise MultiModelError(f"Model {name} is not loaded", 404)
+            raise not_loaded(name)
         return model
 
     def page(self, limit: int, token: str | None) -> tuple[list[LoadedModel], str | None]:
@@ -187,17 +187,15 @@ class MultiModelManager:
         (e.g. installing its requirements.txt) runs first, with the load's deadline. A load
         that fails or runs past its deadline is taken back out of every instance."""
         check_name(name)
-        base = self._model_url(url)
+        base = self._model_url(url, name)
         with self.registry.locked():
             models, generation = self.registry.snapshot()
             if name in models:
-                raise MultiModelError(f"Model {name} is already loaded", 409)
+                raise MultiModelError(f"Model {name} is already loaded.", 409)
             found = find_model(base, internal_name(name))
             if found is None:
-                raise MultiModelError(
-                    f"Could not find a valid SavedModel version under {url} for model {name}",
-                    404,
-                )
+                log.warning("load of %s: no SavedModel version under %s", name, url)
+                raise no_base_path(url, name)
             self._check_memory(name, found)
             model = LoadedModel(
                 name, str(base), found.name, str(found.base_path), tuple(found.versions)
@@ -223,7 +221,7 @@ class MultiModelManager:
             models, generation = self.registry.snapshot()
             model = models.pop(name, None)
             if model is None:
-                raise MultiModelError(f"Model {name} is not loaded", 404)
+                raise not_loaded(name)
             deadline = time.monotonic() + self.load_timeout_seconds
             self.registry.write(models, generation)  # invocations see it gone from now on
             try:
@@ -234,7 +232,7 @@ class MultiModelManager:
         log.info("unloaded model %s (%s)", name, model.internal_name)
 
     # ----- helpers -----------------------------------------------------------------------------
-    def _model_url(self, url: str) -> Path:
+    def _model_url(self, url: str, name: str) -> Path:
         if not isinstance(url, str) or not url or "\x00" in url:
             raise MultiModelError("url must be a non-empty path", 400)
         path = Path(url)
@@ -252,7 +250,8 @@ class MultiModelManager:
                 f"url {url} is outside the model directory {self.model_root}", 400
             )
         if not is_dir:
-            raise MultiModelError(f"Could not find a model directory at {url}", 404)
+            log.warning("load: %s is not a directory", url)
+            raise no_base_path(url, name)
         return resolved
 
     def _check_memory(self, name: str, model: Model) -> None:
@@ -322,6 +321,16 @@ class MultiModelManager:
                     504 if available else 500,
                 )
             time.sleep(0.05)
+
+
+def not_loaded(name: str) -> MultiModelError:
+    """404 for a model that is not loaded, in the AWS container's words."""
+    return MultiModelError(f"Model {name} is not loaded yet.", 404)
+
+
+def no_base_path(url: str, name: str) -> MultiModelError:
+    """404 for a load whose url holds no SavedModel version, in the AWS container's words."""
+    return MultiModelError(f"Could not find valid base path {url} for servable {name}", 404)
 
 
 def _as_multi_model_error(what: str, exc: HandlerError) -> MultiModelError:

@@ -131,7 +131,13 @@ class ModelsResource:
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
             return
-        _ok(resp, {"success": f"Model {name} is loaded", **_description(model)})
+        ports = self.manager.client
+        rest = ", ".join(map(str, ports.rest_ports))
+        grpc = ", ".join(map(str, ports.grpc_ports))
+        success = (
+            f"Successfully loaded model {name}, listening on rest port {rest} and grpc port {grpc}."
+        )
+        _ok(resp, {"success": success, **_description(model)})
 
 
 class ModelSink:
@@ -160,7 +166,7 @@ class ModelSink:
                 model = self.manager.get(name)
                 self.manager.unload(name)
                 self.code.forget(model)
-                _ok(resp, {"success": f"Model {name} is unloaded"})
+                _ok(resp, {"success": f"Successfully unloaded model {name}."})
             else:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
