@@ -26,6 +26,12 @@ from .job import (
 )
 from .packing import BATCH_STRATEGIES, MAX_PAYLOAD_IN_MB
 from .progress import make_progress
+from .sagemaker_request import (
+    DEFAULT_INSTANCE_TYPE,
+    SageMakerTarget,
+    default_job_name,
+    transform_job_request,
+)
 
 log = logging.getLogger("tfs_batch_transform")
 
@@ -37,6 +43,9 @@ EXAMPLES = """examples:
   tfs-batch-transform --endpoint http://localhost:8080 --input s3://bucket/in/ \\
       --output s3://bucket/out/ --split-type TFRecord --batch-strategy MultiRecord \\
       --content-type application/x-tfexample --accept application/jsonlines --resume
+  tfs-batch-transform --input s3://bucket/in/ --output s3://bucket/out/ --split-type Line \\
+      --content-type text/csv --model-name my-model --print-sagemaker-request \\
+      > job.json   # aws sagemaker create-transform-job --cli-input-json file://job.json
 """
 
 
@@ -69,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    target = parser.add_mutually_exclusive_group(required=True)
+    target = parser.add_mutually_exclusive_group()  # one is required unless printing
     target.add_argument(
         "--endpoint",
         action="append",
@@ -85,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_key_value,
         default=[],
         metavar="KEY=VALUE",
-        help="with --model-dir: an environment variable for the container (repeatable)",
+        help="with --model-dir: an environment variable for the container (repeatable); "
+        "with --print-sagemaker-request: the job's Environment",
     )
     io = parser.add_argument_group("input and output")
     io.add_argument("--input", required=True, help="a file, a directory or s3://bucket/prefix")
@@ -145,7 +155,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS")
     run.add_argument("--summary-json", type=Path, help="write the job summary here as JSON")
     run.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    _add_sagemaker_arguments(parser)
     return parser
+
+
+def _add_sagemaker_arguments(parser: argparse.ArgumentParser) -> None:
+    sm = parser.add_argument_group("on SageMaker (--print-sagemaker-request)")
+    sm.add_argument(
+        "--print-sagemaker-request",
+        action="store_true",
+        help="print the CreateTransformJob request for this job (JSON) and exit; "
+        "--input and --output must be s3:// URIs",
+    )
+    sm.add_argument("--model-name", help="the SageMaker model (create-model) the job uses")
+    sm.add_argument("--job-name", help="default: tfs-batch-transform-<UTC date-time>")
+    sm.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE)
+    sm.add_argument("--instance-count", type=_int_range(1, None), default=1, metavar="N")
 
 
 def config_from_args(args: argparse.Namespace) -> JobConfig:
@@ -192,9 +217,27 @@ def _report(summary: JobSummary) -> None:
         log.error("failure report: %s", summary.failure_report)
 
 
+def _print_sagemaker_request(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Print the CreateTransformJob request (exit 0) or a flag error (exit 2); runs nothing."""
+    if not args.model_name:
+        parser.error("argument --model-name: required with --print-sagemaker-request")
+    job_name = args.job_name or default_job_name()
+    target = SageMakerTarget(args.model_name, job_name, args.instance_type, args.instance_count)
+    try:
+        request = transform_job_request(config_from_args(args), target)
+    except ConfigError as err:
+        parser.error(f"argument {err.option}: {err.message}")
+    print(json.dumps(request, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.print_sagemaker_request:
+        return _print_sagemaker_request(parser, args)
+    if not (args.endpoint or args.model_dir):
+        parser.error("one of the arguments --endpoint --model-dir is required")
     if args.env and not args.model_dir:
         parser.error("argument --env: only with --model-dir")
     logging.basicConfig(
