@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,10 +21,10 @@ import orjson
 from .handler_context import HandlerError
 from .multi_model import LoadedModel, MultiModelError, MultiModelManager
 from .user_code import (
-    LIB_DIR,
     Handlers,
     RequirementsTimeout,
     UserCodeError,
+    code_paths,
     has_user_code,
     install_requirements,
     load_handlers,
@@ -58,8 +57,15 @@ def _description(model: LoadedModel) -> dict:
 class ModelCode:
     """Per-model handlers in this worker, imported on first use and cached."""
 
-    def __init__(self, universal_dir: Path | None, packages_root: Path, timeout: float) -> None:
+    def __init__(
+        self,
+        universal_dir: Path | None,
+        universal_paths: list[str],
+        packages_root: Path,
+        timeout: float,
+    ) -> None:
         self.universal_dir = universal_dir
+        self.universal_paths = universal_paths  # its code/, lib and requirements (at start)
         self.packages_root = packages_root
         self.timeout = timeout
         self._cache: dict[tuple[str, str], Handlers] = {}
@@ -95,10 +101,14 @@ class ModelCode:
         code_dir = self.code_dir(model)
         if code_dir is None:
             return Handlers()
-        for path in (self.packages_root / model.internal_name, code_dir / LIB_DIR):
-            if path.is_dir() and str(path) not in sys.path:
-                sys.path.insert(0, str(path))
-        return load_handlers(code_dir, module_name=f"inference_{model.internal_name}")
+        if code_dir == self.universal_dir:
+            paths = self.universal_paths
+        else:
+            installed = self.packages_root / model.internal_name
+            paths = code_paths(code_dir, installed if installed.is_dir() else None)
+        return load_handlers(
+            code_dir, module_name=f"inference_{model.internal_name}", paths=paths, keep=False
+        )
 
     def forget(self, model: LoadedModel) -> None:
         with self._lock:

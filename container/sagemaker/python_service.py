@@ -311,7 +311,11 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
     this process's ServiceMetrics (one per process: two would overwrite each other's values
     in the multiprocess files)."""
-    handlers = Handlers() if config.multi_model else load_handlers(Path(config.code_dir))
+    handlers = (
+        Handlers()
+        if config.multi_model
+        else load_handlers(Path(config.code_dir), paths=config.python_paths)
+    )
     log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = metrics or ServiceMetrics()
     app = falcon.App(middleware=[NoOptions()])
@@ -364,6 +368,8 @@ def _add_multi_model_routes(app: falcon.App, config: ServiceConfig, invocations:
         config.memory_reserve_bytes,
     )
     universal = Path(config.code_dir) if config.code_dir else None
-    code = ModelCode(universal, state_dir / "packages", config.load_timeout_seconds)
+    code = ModelCode(
+        universal, config.python_paths, state_dir / "packages", config.load_timeout_seconds
+    )
     app.add_route("/models", ModelsResource(manager, code))
     app.add_sink(ModelSink(manager, code, invocations), prefix="/models/")

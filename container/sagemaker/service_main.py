@@ -10,7 +10,6 @@ import argparse
 import os
 import socket
 import stat
-import sys
 from pathlib import Path
 
 import orjson
@@ -80,9 +79,6 @@ class ServiceApplication(BaseApplication):
 
     def load(self):
         """In each worker: the app, and this process's one ServiceMetrics."""
-        for path in reversed(self.config_obj.python_paths):
-            if path not in sys.path:
-                sys.path.insert(0, path)
         self.metrics = ServiceMetrics()
         return guarded(create_app(self.config_obj, self.metrics), self.token)
 

@@ -18,7 +18,7 @@ from .service_access import Access, new_access, token_fd
 from .settings import Settings, SettingsError
 from .supervisor import Child
 from .universal_code import download_universal_code
-from .user_code import LIB_DIR, has_user_code, install_requirements
+from .user_code import code_paths, has_user_code, install_requirements
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +73,12 @@ def service_process(
             settings.universal_bucket, settings.universal_prefix, run_dir / "universal-code"
         )
     user_code = has_user_code(code_dir) or settings.multi_model
-    python_paths = []
+    python_paths: list[str] = []
     if user_code:
-        python_paths.append(str(code_dir))
-        if (code_dir / LIB_DIR).is_dir():
-            python_paths.append(str(code_dir / LIB_DIR))
         installed = install_requirements(
             code_dir, run_dir / "python-packages", settings.wait_time_seconds
         )
-        if installed is not None:
-            python_paths.append(str(installed))
+        python_paths = code_paths(code_dir, installed)
     config = ServiceConfig(
         code_dir=str(code_dir),
         default_model=default_model,

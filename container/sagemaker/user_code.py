@@ -6,16 +6,19 @@ import importlib.util
 import logging
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .user_imports import own_imports
 
 log = logging.getLogger(__name__)
 
 INFERENCE_FILE = "inference.py"
 REQUIREMENTS_FILE = "requirements.txt"
 LIB_DIR = "lib"
+WHEELHOUSE_DIR = "wheelhouse"
 
 
 class UserCodeError(RuntimeError):
@@ -34,11 +37,21 @@ def has_user_code(code_dir: Path) -> bool:
 def install_requirements(code_dir: Path, target: Path, timeout_seconds: float) -> Path | None:
     """pip install code/requirements.txt into `target` (not site-packages), within a time limit.
 
-    Wheels in code/lib (or a `code/wheelhouse`) are used as a local index. Returns the
-    directory to put on sys.path, or None when there is nothing to install.
+    As in the AWS container, a `code/lib` beside it means the requirements are not installed
+    (endpoints in network isolation ship their packages in lib): logged, and None returned.
+    Wheels in `code/wheelhouse` are a local index. Returns the directory to put on sys.path,
+    or None when there is nothing to install.
     """
     requirements = code_dir / REQUIREMENTS_FILE
     if not requirements.exists():
+        return None
+    if (code_dir / LIB_DIR).is_dir():
+        log.info(
+            "%s is not installed: %s is there (its packages are used instead, as in the AWS "
+            "container)",
+            requirements,
+            code_dir / LIB_DIR,
+        )
         return None
     command = [
         sys.executable,
@@ -52,9 +65,8 @@ def install_requirements(code_dir: Path, target: Path, timeout_seconds: float) -
         "-r",
         str(requirements),
     ]
-    for wheels in (code_dir / LIB_DIR, code_dir / "wheelhouse"):
-        if wheels.is_dir():
-            command += ["--find-links", str(wheels)]
+    if (code_dir / WHEELHOUSE_DIR).is_dir():
+        command += ["--find-links", str(code_dir / WHEELHOUSE_DIR)]
     log.info("installing %s into %s", requirements, target)
     try:
         result = subprocess.run(
@@ -70,6 +82,12 @@ def install_requirements(code_dir: Path, target: Path, timeout_seconds: float) -
     return target
 
 
+def code_paths(code_dir: Path, installed: Path | None) -> list[str]:
+    """What user code imports from, in order: its requirements, code/lib, code/ itself."""
+    paths = [installed, code_dir / LIB_DIR, code_dir]
+    return [str(p) for p in paths if p is not None and p.is_dir()]
+
+
 Handler = Callable[[Any, Any], Any]
 
 
@@ -83,8 +101,15 @@ class Handlers:
     source: str = "built-in"
 
 
-def load_handlers(code_dir: Path, module_name: str = "inference") -> Handlers:
-    """Import code/inference.py (module name `inference`) the way the AWS container does."""
+def load_handlers(
+    code_dir: Path,
+    module_name: str = "inference",
+    paths: Sequence[str] = (),
+    keep: bool = True,
+) -> Handlers:
+    """Import code/inference.py (module name `inference`) the way the AWS container does,
+    with `paths` (code_paths) first and its own versions of what they provide
+    (user_imports.own_imports; `keep`: one user per process)."""
     path = code_dir / INFERENCE_FILE
     if not path.exists():
         return Handlers()
@@ -92,11 +117,14 @@ def load_handlers(code_dir: Path, module_name: str = "inference") -> Handlers:
     if spec is None or spec.loader is None:
         raise UserCodeError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    with own_imports(list(paths) or [str(code_dir)], keep=keep):
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(module_name, None)
+            raise UserCodeError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise UserCodeError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     handler = getattr(module, "handler", None)
     if callable(handler):
         return Handlers(handler=handler, source=str(path))

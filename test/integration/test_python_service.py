@@ -1,5 +1,5 @@
-"""code/inference.py through the whole stack: handler shapes, context, errors, deadline, lib,
-requirements, metrics and request ids."""
+"""code/inference.py through the whole stack: handler shapes, context, errors, deadline,
+requirements, metrics and request ids (code/lib: test_user_code_imports.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ CLASSIC = """
 import json
 import time
 
-import helper_from_lib          # code/lib
 import tinypkg                  # code/requirements.txt, installed at start
 from sagemaker_serving import HandlerError
 
@@ -40,7 +39,6 @@ def output_handler(response, context):
         fields = {k: v for k, v in context._asdict().items() if k != "channel"}
         fields["has_channel"] = context.channel is not None
         fields["status"] = response.status_code
-        fields["lib"] = helper_from_lib.NAME
         fields["tinypkg"] = tinypkg.VALUE
         return json.dumps(fields), "application/json"
     if response.status_code != 200:
@@ -66,9 +64,8 @@ def classic(tmp_path_factory):
     models = root / "model"
     em.half_plus_three_tf1(models / "half_plus_three", versions=(1,))
     code = models / "code"
-    (code / "lib").mkdir(parents=True)
+    code.mkdir(parents=True)
     (code / "inference.py").write_text(textwrap.dedent(CLASSIC))
-    (code / "lib" / "helper_from_lib.py").write_text("NAME = 'from lib'\n")
     tiny_wheel(code / "wheelhouse")
     (code / "requirements.txt").write_text("tinypkg==1.0\n")
     env = {
@@ -118,7 +115,7 @@ def test_context_has_the_reference_fields_and_ours(classic):
     assert ctx["default_model_name"] == "half_plus_three"
     assert 0 < ctx["timeout"] <= 4 and ctx["deadline"] > 0
     assert ctx["request_id"] == reply.headers["X-Request-Id"] == "abc-123"
-    assert ctx["lib"] == "from lib" and ctx["tinypkg"] == 42
+    assert ctx["tinypkg"] == 42
 
 
 def test_handler_exception_is_500_json_and_logged(classic):
