@@ -17,14 +17,19 @@ INSTALL_REQUIRES = [
     "falcon==4.4.0",
     "gunicorn==27.0.1",
     "requests==2.34.2",
-    "pillow==13.0.0",
     "crc32c==2.9.post0",
     "psutil==7.2.2",
     "rich==15.0.0",
     "boto3==1.44.5",  # s3:// in tfs-batch-transform, universal code for multi-model
 ]
 
+# Only the example models and examples (images) need these; user code does not see them.
+EXAMPLES_REQUIRES = [
+    "pillow==13.0.0",
+]
+
 DEV_REQUIRES = [
+    *EXAMPLES_REQUIRES,
     "pytest==9.2.0",
     "pytest-timeout==2.4.0",
     "hypothesis==6.170.15",
@@ -49,10 +54,17 @@ setup(
         "sagemaker_serving": "container/sagemaker",
         "example_models": "container/example_models",
         "tfs_batch_transform": "container/batch_transform",
+        "tfs_rest_json": "container/tfs_rest_json",
     },
-    packages=["tfs_model_server", "sagemaker_serving", "example_models", "tfs_batch_transform"],
+    packages=[
+        "tfs_model_server",
+        "sagemaker_serving",
+        "example_models",
+        "tfs_batch_transform",
+        "tfs_rest_json",
+    ],
     install_requires=INSTALL_REQUIRES,
-    extras_require={"dev": DEV_REQUIRES},
+    extras_require={"examples": EXAMPLES_REQUIRES, "dev": DEV_REQUIRES},
     entry_points={
         "console_scripts": [
             "tfs-model-server=tfs_model_server.main:main",
