@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+import tfs_rest_json
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -108,7 +109,7 @@ class _ReferenceWriter:
 
 def _reference_value(writer: _ReferenceWriter, value, dtype, as_b64: bool) -> None:
     if dtype in (np.float32, np.float64):
-        writer.value(json_codec._decimal(float(value), dtype == np.float32))
+        writer.value(tfs_rest_json.decimal(float(value), dtype == np.float32))
     elif dtype == np.bool_:
         writer.value("true" if value else "false")
     elif dtype.kind == "O":
@@ -656,8 +657,8 @@ def test_classify_regress_request_errors(verb, body, message):
     ],
 )
 def test_float32_write_decimal(value, text):
-    assert json_codec._float32_text(np.array([value], dtype=F32), 1, "") == [text]
-    assert json_codec._decimal(float(F32(value)), True) == text
+    assert tfs_rest_json.float32_text(np.array([value], dtype=F32), 1, "") == [text]
+    assert tfs_rest_json.decimal(float(F32(value)), True) == text
 
 
 @pytest.mark.parametrize(
@@ -677,7 +678,7 @@ def test_float32_write_decimal(value, text):
     ],
 )
 def test_float64_write_decimal(value, text):
-    assert json_codec._float64_tokens(np.array([value])) == [text]
+    assert tfs_rest_json.float64_tokens(np.array([value])) == [text]
 
 
 _EDGE_FLOATS = np.array(
@@ -702,8 +703,8 @@ _EDGE_FLOATS = np.array(
 )
 def test_float32_vectorised_matches_per_value(values):
     with np.errstate(invalid="ignore"):
-        expected = [json_codec._decimal(v, True) for v in values.astype(np.float64).tolist()]
-    assert json_codec._float32_text(values, 1, "") == expected
+        expected = [tfs_rest_json.decimal(v, True) for v in values.astype(np.float64).tolist()]
+    assert tfs_rest_json.float32_text(values, 1, "") == expected
 
 
 @pytest.mark.parametrize(
@@ -718,8 +719,8 @@ def test_float32_vectorised_matches_per_value(values):
     ids=["normal", "bit-patterns", "thousandths", "integers", "powers"],
 )
 def test_float64_vectorised_matches_per_value(values):
-    expected = [json_codec._decimal(v, False) for v in values.tolist()]
-    assert json_codec._float64_tokens(values) == expected
+    expected = [tfs_rest_json.decimal(v, False) for v in values.tolist()]
+    assert tfs_rest_json.float64_tokens(values) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -727,8 +728,8 @@ def test_float64_vectorised_matches_per_value(values):
 def test_float32_any_bit_pattern(bit_patterns):
     values = np.array(bit_patterns, dtype=np.uint32).view(F32)
     with np.errstate(invalid="ignore"):
-        expected = [json_codec._decimal(v, True) for v in values.astype(np.float64).tolist()]
-    assert json_codec._float32_text(values, len(values), ", ") == [", ".join(expected)]
+        expected = [tfs_rest_json.decimal(v, True) for v in values.astype(np.float64).tolist()]
+    assert tfs_rest_json.float32_text(values, len(values), ", ") == [", ".join(expected)]
 
 
 @pytest.mark.parametrize("chunk", [1, 2, 7])
@@ -737,7 +738,7 @@ def test_float32_any_bit_pattern(bit_patterns):
 def test_float32_chunks_give_the_same_text(monkeypatch, chunk, shape, row):
     array = np.random.default_rng(9).standard_normal(shape).astype(F32)
     expected = json_codec.predict_response({"y": array}, row)
-    monkeypatch.setattr(json_codec, "_CHUNK", chunk)
+    monkeypatch.setattr(tfs_rest_json, "_CHUNK", chunk)
     assert json_codec.predict_response({"y": array}, row) == expected
 
 
