@@ -2,7 +2,10 @@
 //
 // Requests are converted to TF Serving REST requests (JSON, JSON Lines, CSV of numbers in), sent
 // to the model servers through the internal /_tfs/ location (upstream keep-alive), and converted
-// back to what Accept asks for (JSON on one line, JSON Lines, CSV). Every error is a JSON body.
+// back to what Accept asks for (JSON on one line, JSON Lines, CSV) by the answer's text, so
+// numbers keep TF Serving's text. Every error is a JSON body. The Python service applies the
+// same rules (container/sagemaker/payloads.py, answers.py); test/format_cases.py holds the
+// cases every path must answer alike.
 //
 // njs frees nothing before a request ends, so every step here allocates in proportion to the
 // body, with a small constant: no string built a character at a time, no regular expression or
@@ -37,11 +40,8 @@ var JSONLINES_TYPES = table({
     'application/json-lines': 1, 'application/x-ndjson': 1, 'application/ndjson': 1
 });
 var CSV_TYPES = table({'text/csv': 1});
-// Sentinel strings that stand for NaN/Infinity tokens of a model server answer while
-// JSON.parse/stringify see them.
-var SENTINEL = '\u0000tfs:';
-var SENTINEL_JSON = '"\\u0000tfs:';  // the same, as JSON source text
-var SENTINEL_RE = /"\\u0000tfs:(NaN|-?Infinity)"/g;
+// A sentinel string that stands for a NaN/Infinity token of a request while JSON.parse sees it.
+var SENTINEL_JSON = '"\\u0000tfs:';
 
 function HttpError(status, message) {
     this.status = status;
@@ -149,154 +149,6 @@ function parseOr(text) {
     }
 }
 
-function isTfsRequest(doc) {
-    return doc !== null && typeof doc === 'object' && !Array.isArray(doc)
-        && (has(doc, 'instances') || has(doc, 'inputs') || has(doc, 'examples'));
-}
-
-// A body that starts as a TF Serving request does is one (its first key is a top-level key):
-// it passes through unparsed, so a large batch costs no parse here (the model server parses it).
-var TFS_REQUEST_START = /^\s*\{\s*"(instances|inputs|examples)"\s*:/;
-
-function jsonBody(text, key) {
-    if (TFS_REQUEST_START.test(text.slice(0, 64))) {
-        return text;
-    }
-    if (!text.trim().length) {
-        throw new HttpError(400, 'Empty request body: expected JSON');
-    }
-    var value = parseOr(text);
-    if (value === UNPARSED) {
-        return null;
-    }
-    if (isTfsRequest(value)) {
-        return text;  // passes through unchanged
-    }
-    // A list of lists is a list of instances; anything else is one instance.
-    if (Array.isArray(value) && value.length && Array.isArray(value[0])) {
-        return '{"' + key + '":' + text + '}';
-    }
-    return '{"' + key + '":[' + text + ']}';
-}
-
-function jsonLinesBody(text, key) {
-    var lines = text.split('\n');
-    var values = [];
-    var first = null;
-    for (var i = 0; i < lines.length; i++) {
-        var line = lines[i].trim();
-        if (!line.length) {
-            continue;
-        }
-        var value = parseOr(line);
-        if (value === UNPARSED) {
-            return null;  // the Python service names the line that is wrong
-        }
-        if (first === null) {
-            first = value;
-        }
-        values.push(line);
-    }
-    if (!values.length) {
-        throw new HttpError(400, 'Empty request body: expected at least one JSON Lines record');
-    }
-    if (values.length === 1 && isTfsRequest(first)) {
-        return values[0];  // one line holding a TF Serving request passes through
-    }
-    return '{"' + key + '":[' + values.join(',') + ']}';
-}
-
-// CSV whose every field is a JSON number: each row becomes a JSON array by text alone, and one
-// JSON.parse checks them all (a row that is not exactly `width` numbers shows up there).
-// Anything else (quotes, text, empty fields, NaN, ragged rows) is handed over.
-function csvBody(text, key) {
-    if (text.indexOf('"') >= 0) {
-        return null;
-    }
-    var lines = text.split('\n');
-    var rows = [];
-    for (var i = 0; i < lines.length; i++) {
-        var line = lines[i];
-        // JSON.parse takes a trailing \r as whitespace; a line of only \r is an empty line
-        if (line.length > 1 || line.length === 1 && line.charCodeAt(0) !== 13) {
-            rows.push(line);
-        }
-    }
-    if (!rows.length) {
-        throw new HttpError(400, 'Empty request body: expected at least one CSV row');
-    }
-    var scalar = rows[0].indexOf(',') < 0;  // a one-column row is a scalar
-    var items = scalar ? '[' + rows.join(',') + ']' : '[[' + rows.join('],[') + ']]';
-    var values = parseOr(items);
-    if (values === UNPARSED || values.length !== rows.length) {
-        return null;
-    }
-    var width = scalar ? 1 : values[0].length;
-    for (var r = 0; r < values.length; r++) {
-        var row = values[r];
-        if (scalar ? typeof row !== 'number' : row.length !== width || !allNumbers(row)) {
-            return null;
-        }
-    }
-    return '{"' + key + '":' + items + '}';
-}
-
-function requestBody(r, route, contentType) {
-    var text = r.requestText || '';
-    var key = METHODS[route.method];
-    if (has(JSON_TYPES, contentType)) {
-        return jsonBody(text, key);
-    }
-    if (has(JSONLINES_TYPES, contentType)) {
-        if (!text.trim().length) {
-            throw new HttpError(400, 'Empty request body: expected JSON Lines');
-        }
-        return jsonLinesBody(text, key);
-    }
-    return csvBody(text, key);
-}
-
-// ----- responses ------------------------------------------------------------------------------
-
-// The response format Accept asks for: 'json', 'jsonlines' or 'csv'.
-function responseFormat(r) {
-    var header = r.headersIn.Accept;
-    if (!header || !header.trim()) {
-        return 'json';
-    }
-    var best = null;
-    var bestQ = -1;
-    var ranges = header.split(',');
-    for (var i = 0; i < ranges.length; i++) {
-        var parts = ranges[i].split(';');
-        var type = parts[0].trim().toLowerCase();
-        var q = 1;
-        for (var j = 1; j < parts.length; j++) {
-            var param = parts[j].trim();
-            if (param.startsWith('q=')) {
-                q = Number(param.slice(2));
-            }
-        }
-        var format = null;
-        if (type === 'application/json' || type === '*/*' || type === 'application/*') {
-            format = 'json';
-        } else if (has(JSONLINES_TYPES, type)) {
-            format = 'jsonlines';
-        } else if (has(CSV_TYPES, type) || type === 'text/*') {
-            format = 'csv';
-        }
-        if (format !== null && q > 0 && q > bestQ) {
-            best = format;
-            bestQ = q;
-        }
-    }
-    if (best === null) {
-        throw new HttpError(406, 'Not Acceptable: ' + quoted(header)
-            + ' (supported: application/json, application/jsonlines, text/csv)');
-    }
-    return best;
-}
-
 // Replace bare NaN/Infinity tokens (outside strings) by sentinel strings so JSON.parse takes
 // them (a scan, so only texts that hold such tokens get here).
 function protectSpecialTokens(text) {
@@ -329,34 +181,6 @@ function protectSpecialTokens(text) {
     return out.join('');
 }
 
-function parseAnswer(text) {
-    try {
-        return {doc: JSON.parse(text), special: false};
-    } catch (e) {
-        if (text.indexOf('NaN') < 0 && text.indexOf('Infinity') < 0) {
-            throw e;
-        }
-        return {doc: JSON.parse(protectSpecialTokens(text)), special: true};
-    }
-}
-
-// The answer's rows: predictions/results, or columnar outputs as {names, columns, count}.
-function answerRows(doc) {
-    if (has(doc, 'predictions')) {
-        return {rows: doc.predictions};
-    }
-    if (has(doc, 'results')) {
-        return {rows: doc.results};
-    }
-    var outputs = doc.outputs;
-    if (outputs !== null && typeof outputs === 'object' && !Array.isArray(outputs)) {
-        var names = Object.keys(outputs);
-        var count = names.length && Array.isArray(outputs[names[0]]) ? outputs[names[0]].length : 0;
-        return {names: names, columns: outputs, count: count};
-    }
-    return {rows: Array.isArray(outputs) ? outputs : [outputs]};
-}
-
 function allNumbers(list) {
     for (var i = 0; i < list.length; i++) {
         if (typeof list[i] !== 'number') {
@@ -366,118 +190,462 @@ function allNumbers(list) {
     return true;
 }
 
-// One value as JSON text; numbers and flat lists of numbers without JSON.stringify.
-function jsonText(value) {
-    if (typeof value === 'number') {
-        return String(value);
-    }
-    if (Array.isArray(value) && allNumbers(value)) {
-        return '[' + value.join(',') + ']';
-    }
-    return JSON.stringify(value);
+function isTfsRequest(doc) {
+    return doc !== null && typeof doc === 'object' && !Array.isArray(doc)
+        && (has(doc, 'instances') || has(doc, 'inputs') || has(doc, 'examples'));
 }
 
-function csvValue(value, out) {
-    if (typeof value === 'number') {
-        out.push(String(value));
-    } else if (typeof value === 'string') {
-        if (value.startsWith(SENTINEL)) {
-            out.push(value.slice(SENTINEL.length));
-        } else if (value.indexOf('"') >= 0 || value.indexOf(',') >= 0
-            || value.indexOf('\n') >= 0 || value.indexOf('\r') >= 0) {
-            out.push('"' + value.split('"').join('""') + '"');
-        } else {
-            out.push(value);
-        }
-    } else if (value !== null && typeof value === 'object') {
-        out.push('"' + JSON.stringify(value).split('"').join('""') + '"');
-    } else {
-        out.push(String(value));
+// A body that starts as a TF Serving request does is one (its first key is a top-level key):
+// it passes through unparsed, so a large batch costs no parse here (the model server parses it).
+var TFS_REQUEST_START = /^\s*\{\s*"(instances|inputs|examples)"\s*:/;
+
+function jsonBody(text, key) {
+    if (TFS_REQUEST_START.test(text.slice(0, 64))) {
+        return text;
     }
+    if (!text.trim().length) {
+        throw new HttpError(400, 'Empty request body: expected JSON');
+    }
+    var value = parseOr(text);
+    if (value === UNPARSED) {
+        return null;
+    }
+    if (isTfsRequest(value)) {
+        return text;  // passes through unchanged
+    }
+    // A list of lists is a list of instances; anything else is one instance.
+    if (Array.isArray(value) && value.length && value.every(Array.isArray)) {
+        return '{"' + key + '":' + text + '}';
+    }
+    return '{"' + key + '":[' + text + ']}';
 }
 
-// Every leaf of a row, in order ({"b64": ...} objects stay whole).
-function flatten(value, out) {
-    if (Array.isArray(value)) {
-        if (allNumbers(value)) {
-            out.push(value.join(','));
-            return out;
+function jsonLinesBody(text, key) {
+    var lines = text.split('\n');
+    var values = [];
+    var first = null;
+    for (var i = 0; i < lines.length; i++) {
+        var line = lines[i].trim();
+        if (!line.length) {
+            continue;
         }
-        for (var i = 0; i < value.length; i++) {
-            flatten(value[i], out);
+        var value = parseOr(line);
+        if (value === UNPARSED) {
+            return null;  // the Python service names the line that is wrong
         }
-    } else if (value !== null && typeof value === 'object' && !has(value, 'b64')) {
-        var names = Object.keys(value);
-        for (var k = 0; k < names.length; k++) {
-            flatten(value[names[k]], out);
+        if (first === null) {
+            first = value;
         }
-    } else {
-        csvValue(value, out);
+        values.push(line);
     }
-    return out;
+    if (!values.length) {
+        throw new HttpError(400, 'Empty request body: expected JSON Lines');
+    }
+    if (values.length === 1 && isTfsRequest(first)) {
+        return values[0];  // one line holding a TF Serving request passes through
+    }
+    return '{"' + key + '":[' + values.join(',') + ']}';
 }
 
-function rowLine(row, format) {
-    if (format !== 'csv') {
-        return jsonText(row);
+// CSV whose every field is a JSON number: each row becomes a JSON array by text alone, and one
+// JSON.parse checks them all (a row that is not exactly `width` numbers shows up there).
+// Anything else (quotes, text, empty fields, NaN, ragged rows) is handed over.
+function csvBody(text, key) {
+    if (text.indexOf('"') >= 0) {
+        return null;
     }
-    if (typeof row === 'number') {
-        return String(row);
-    }
-    if (Array.isArray(row) && allNumbers(row)) {
-        return row.join(',');
-    }
-    return flatten(row, []).join(',');
-}
-
-function columnLine(answer, index, format) {
-    var parts = [];
-    for (var k = 0; k < answer.names.length; k++) {
-        var column = answer.columns[answer.names[k]];
-        var value = Array.isArray(column) ? column[index] : undefined;
-        if (format === 'csv') {
-            flatten(value, parts);
-        } else {
-            parts.push(JSON.stringify(answer.names[k]) + ':' + jsonText(value));
+    var lines = text.split('\n');
+    var rows = [];
+    for (var i = 0; i < lines.length; i++) {
+        var line = lines[i];
+        // JSON.parse takes a trailing \r as whitespace; a line of only \r is an empty line
+        if (line.length > 1 || line.length === 1 && line.charCodeAt(0) !== 13) {
+            rows.push(line);
         }
     }
-    return format === 'csv' ? parts.join(',') : '{' + parts.join(',') + '}';
+    if (!rows.length) {
+        throw new HttpError(400, 'Empty request body: expected CSV rows');
+    }
+    var scalar = rows[0].indexOf(',') < 0;  // a one-column row is a scalar
+    var items = scalar ? '[' + rows.join(',') + ']' : '[[' + rows.join('],[') + ']]';
+    var values = parseOr(items);
+    if (values === UNPARSED || values.length !== rows.length) {
+        return null;
+    }
+    var width = scalar ? 1 : values[0].length;
+    for (var r = 0; r < values.length; r++) {
+        var row = values[r];
+        if (scalar ? typeof row !== 'number' : row.length !== width || !allNumbers(row)) {
+            return null;
+        }
+    }
+    return '{"' + key + '":' + items + '}';
 }
+
+// CSV parameters other than charset=utf-8 (header=present, another charset) are the Python
+// service's.
+function plainCsv(header) {
+    var params = header.split(';');
+    for (var i = 1; i < params.length; i++) {
+        var eq = params[i].indexOf('=');
+        var name = params[i].slice(0, eq < 0 ? params[i].length : eq).trim().toLowerCase();
+        var value = eq < 0 ? '' : params[i].slice(eq + 1).trim().toLowerCase();
+        if (name !== 'charset' || value !== 'utf-8' && value !== 'utf8' && value !== '"utf-8"') {
+            return false;
+        }
+    }
+    return true;
+}
+
+function requestBody(r, route, contentType) {
+    var text = r.requestText || '';
+    var key = METHODS[route.method];
+    if (has(JSON_TYPES, contentType)) {
+        return jsonBody(text, key);
+    }
+    if (has(JSONLINES_TYPES, contentType)) {
+        if (!text.trim().length) {
+            throw new HttpError(400, 'Empty request body: expected JSON Lines');
+        }
+        return jsonLinesBody(text, key);
+    }
+    return plainCsv(r.headersIn['Content-Type']) ? csvBody(text, key) : null;
+}
+
+// ----- Accept ---------------------------------------------------------------------------------
+
+// Supported answer types in tie-break order (a wildcard prefers the earliest).
+var ACCEPT_TYPES = ['application/json', 'application/jsonlines', 'application/jsons',
+    'application/x-jsonlines', 'application/json-lines', 'application/x-ndjson',
+    'application/ndjson', 'text/csv'];
+var SUPPORTED = 'application/json, application/jsonlines, text/csv';
+var QVALUE_RE = /^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/;
+
+// An Accept range's q (1 without one; 0, never chosen, when it is not a number in [0, 1]).
+function qValue(entry) {
+    var q = 1;
+    var params = entry.split(';');
+    for (var i = 1; i < params.length; i++) {
+        var eq = params[i].indexOf('=');
+        if (eq >= 0 && params[i].slice(0, eq).trim().toLowerCase() === 'q') {
+            var text = params[i].slice(eq + 1).trim().replace(/^"+|"+$/g, '');
+            q = QVALUE_RE.test(text) ? Number(text) : 0;
+        }
+    }
+    return q <= 1 ? q : 0;
+}
+
+// How closely a media range matches a supported type: 2 exactly, 1 main/*, 0 */*, -1 not.
+function specificity(range, supported) {
+    if (range === supported) {
+        return 2;
+    }
+    if (range === supported.slice(0, supported.indexOf('/')) + '/*') {
+        return 1;
+    }
+    return range === '*/*' || range === '*' ? 0 : -1;
+}
+
+// The answer's Content-Type for Accept: each supported type takes the q of its most specific
+// range (q=0: not acceptable); the highest q wins, then the earliest range, then ACCEPT_TYPES.
+function negotiate(header) {
+    if (!header || !header.trim().length) {
+        return 'application/json';
+    }
+    var ranked = Object.create(null);  // type -> [specificity, q, range index]
+    var entries = header.split(',');
+    for (var i = 0; i < entries.length; i++) {
+        var range = entries[i].split(';')[0].trim().toLowerCase();
+        if (!range.length) {
+            continue;
+        }
+        var q = qValue(entries[i]);
+        for (var k = 0; k < ACCEPT_TYPES.length; k++) {
+            var s = specificity(range, ACCEPT_TYPES[k]);
+            var seen = ranked[ACCEPT_TYPES[k]];
+            if (s > (seen ? seen[0] : -1)) {
+                ranked[ACCEPT_TYPES[k]] = [s, q, i];
+            }
+        }
+    }
+    var best = null;
+    for (var t = 0; t < ACCEPT_TYPES.length; t++) {
+        var r = ranked[ACCEPT_TYPES[t]];
+        if (r && r[1] > 0 && (best === null || r[1] > best[1] || r[1] === best[1] && r[2] < best[2])) {
+            best = [ACCEPT_TYPES[t], r[1], r[2]];
+        }
+    }
+    if (best === null) {
+        throw new HttpError(406, 'Not Acceptable: ' + quoted(header) + ' (supported: ' + SUPPORTED + ')');
+    }
+    return best[0];
+}
+
+// ----- answers, by their text (as container/sagemaker/answers.py) ---------------------------
+//
+// JSON: TF Serving's answer on one line. JSON Lines: one line per prediction, its text in that
+// line. CSV: one row per prediction, its leaves: numbers and true/false as written, strings
+// unescaped (quoted when they hold '"', ',', CR or LF), {"b64": s} as s, null empty; a row
+// with no text is "". Predictions: the items of predictions/results; columnar outputs give one
+// per index when every output is a list of one length, else the whole value.
+
+var ANSWER_START = /^\{\s*"(predictions|results|outputs)"\s*:\s*/;
+var CSV_DROP = /[\[\]\s]/g;
 
 // TF Serving's answer on one line: a raw newline cannot occur inside a JSON string, so only
-// the whitespace that follows each newline goes.
+// each newline and the whitespace after it go.
 function oneLine(text) {
+    text = text.trim();
     if (text.indexOf('\n') < 0) {
-        return text + '\n';
+        return text;
     }
     var lines = text.split('\n');
     for (var i = 1; i < lines.length; i++) {
         lines[i] = lines[i].trimStart();
     }
-    return lines.join('') + '\n';
+    return lines.join('');
 }
 
-function convertResponse(text, format) {
-    if (format === 'json') {
-        return {type: 'application/json', body: oneLine(text)};
+function skipSpace(s, i) {
+    for (;;) {
+        var c = s.charCodeAt(i);
+        if (c !== 32 && c !== 9 && c !== 10 && c !== 13) {
+            return i;
+        }
+        i++;
     }
-    var parsedAnswer = parseAnswer(text);
-    var answer = answerRows(parsedAnswer.doc);
-    var lines = [];
-    if (answer.names) {
-        for (var c = 0; c < answer.count; c++) {
-            lines.push(columnLine(answer, c, format));
+}
+
+function stringEnd(s, i) {
+    for (var j = i + 1; ;) {
+        var k = s.indexOf('"', j);
+        if (k < 0) {
+            throw new Error('unterminated string at ' + i);
+        }
+        var b = k - 1;
+        while (s.charCodeAt(b) === 92) {  // backslash
+            b--;
+        }
+        if ((k - 1 - b) % 2 === 0) {
+            return k + 1;
+        }
+        j = k + 1;
+    }
+}
+
+// The end of the JSON value that starts at i (strings are skipped by indexOf).
+function valueEnd(s, i) {
+    var c = s.charCodeAt(i);
+    var start = i;
+    if (c === 34) {
+        return stringEnd(s, i);
+    }
+    if (c !== 91 && c !== 123) {
+        while (i < s.length && (c = s.charCodeAt(i)) !== 44 && c !== 93 && c !== 125
+            && c !== 32 && c !== 9 && c !== 10 && c !== 13) {
+            i++;
+        }
+        if (i === start) {
+            throw new Error('no JSON value at ' + start);
+        }
+        return i;
+    }
+    for (var depth = 0; i < s.length; i++) {
+        c = s.charCodeAt(i);
+        if (c === 34) {
+            i = stringEnd(s, i) - 1;
+        } else if (c === 91 || c === 123) {
+            depth++;
+        } else if ((c === 93 || c === 125) && --depth === 0) {
+            return i + 1;
+        }
+    }
+    throw new Error('unterminated value at ' + start);
+}
+
+// The items of an array of numbers or of equally nested arrays of them (a tensor), by
+// splitting where the items' closing brackets meet a comma.
+function numericItems(array) {
+    var inner = array.slice(1, -1).trim();
+    if (!inner.length) {
+        return [];
+    }
+    var depth = 0;
+    while (inner.charCodeAt(depth) === 91) {
+        depth++;
+    }
+    var close = depth ? ']'.repeat(depth) : '';
+    var pieces = inner.split(close + ',');
+    for (var i = 0; i < pieces.length; i++) {
+        pieces[i] = pieces[i].trim() + (i < pieces.length - 1 ? close : '');
+    }
+    return pieces;
+}
+
+// The texts of a JSON array's items.
+function items(array) {
+    if (array.indexOf('"') < 0 && array.indexOf('{') < 0) {
+        return numericItems(array);
+    }
+    var out = [];
+    var i = skipSpace(array, 1);
+    while (i < array.length && array.charCodeAt(i) !== 93) {
+        var end = valueEnd(array, i);
+        out.push(array.slice(i, end));
+        i = skipSpace(array, end);
+        if (array.charCodeAt(i) === 44) {
+            i = skipSpace(array, i + 1);
+        }
+    }
+    return out;
+}
+
+// [key text, value text] of a JSON object's members.
+function members(obj) {
+    var out = [];
+    var i = skipSpace(obj, 1);
+    while (i < obj.length && obj.charCodeAt(i) !== 125) {
+        var keyEnd = valueEnd(obj, i);
+        var start = skipSpace(obj, skipSpace(obj, keyEnd) + 1);  // past the colon
+        var end = valueEnd(obj, start);
+        out.push([obj.slice(i, keyEnd), obj.slice(start, end)]);
+        i = skipSpace(obj, end);
+        if (obj.charCodeAt(i) === 44) {
+            i = skipSpace(obj, i + 1);
+        }
+    }
+    return out;
+}
+
+// The predictions of a one-line answer: each the text of a value, or (columnar outputs) an
+// array of [key text, item text].
+function answerRows(text) {
+    var start = ANSWER_START.exec(text);
+    if (start === null || text.charCodeAt(text.length - 1) !== 125) {
+        throw new Error("not a TF Serving answer: no 'predictions', 'outputs' or 'results' key");
+    }
+    var value = text.slice(start[0].length, -1).trim();
+    if (value.charCodeAt(0) === 91) {
+        return items(value);
+    }
+    if (start[1] === 'outputs' && value.charCodeAt(0) === 123) {
+        var rows = columnRows(members(value));
+        if (rows !== null) {
+            return rows;
+        }
+    }
+    return [value];
+}
+
+function columnRows(columns) {
+    if (columns.length < 2) {
+        return null;
+    }
+    var lists = [];
+    for (var k = 0; k < columns.length; k++) {
+        if (columns[k][1].charCodeAt(0) !== 91) {
+            return null;
+        }
+        lists.push(items(columns[k][1]));
+        if (lists[k].length !== lists[0].length) {
+            return null;
+        }
+    }
+    var rows = [];
+    for (var i = 0; i < lists[0].length; i++) {
+        var row = [];
+        for (var c = 0; c < columns.length; c++) {
+            row.push([columns[c][0], lists[c][i]]);
+        }
+        rows.push(row);
+    }
+    return rows;
+}
+
+function jsonLine(row) {
+    if (typeof row === 'string') {
+        return row;
+    }
+    var parts = [];
+    for (var i = 0; i < row.length; i++) {
+        parts.push(row[i][0] + ': ' + row[i][1]);
+    }
+    return '{' + parts.join(',') + '}';
+}
+
+function csvQuoted(text) {
+    if (text.indexOf('"') >= 0 || text.indexOf(',') >= 0 || text.indexOf('\n') >= 0
+        || text.indexOf('\r') >= 0) {
+        return '"' + text.split('"').join('""') + '"';
+    }
+    return text;
+}
+
+// The leaves of the value at s[i] as CSV fields, onto `out`; returns the value's end.
+function leaves(s, i, out) {
+    var c = s.charCodeAt(i);
+    var end = valueEnd(s, i);
+    if (c === 34) {
+        out.push(csvQuoted(JSON.parse(s.slice(i, end))));
+    } else if (c === 91) {
+        for (var j = skipSpace(s, i + 1); j < end - 1;) {
+            j = skipSpace(s, leaves(s, j, out));
+            if (s.charCodeAt(j) === 44) {
+                j = skipSpace(s, j + 1);
+            }
+        }
+    } else if (c === 123) {
+        var parts = members(s.slice(i, end));
+        if (parts.length === 1 && JSON.parse(parts[0][0]) === 'b64'
+            && parts[0][1].charCodeAt(0) === 34) {
+            out.push(csvQuoted(JSON.parse(parts[0][1])));
+        } else {
+            for (var k = 0; k < parts.length; k++) {
+                leaves(parts[k][1], 0, out);
+            }
         }
     } else {
-        for (var i = 0; i < answer.rows.length; i++) {
-            lines.push(rowLine(answer.rows[i], format));
+        var token = s.slice(i, end);
+        out.push(token === 'null' ? '' : token);
+    }
+    return end;
+}
+
+function csvFields(text, out) {
+    if (text.indexOf('"') < 0 && text.indexOf('null') < 0) {  // numbers, true/false
+        var joined = text.replace(CSV_DROP, '');
+        if (joined.length) {
+            out.push(joined);
+        }
+    } else {
+        leaves(text, 0, out);
+    }
+}
+
+function csvLine(row) {
+    var fields = [];
+    if (typeof row === 'string') {
+        csvFields(row, fields);
+    } else {
+        for (var i = 0; i < row.length; i++) {
+            csvFields(row[i][1], fields);
         }
     }
-    var body = lines.length ? lines.join('\n') + '\n' : '';
-    if (parsedAnswer.special && format === 'jsonlines') {
-        body = body.replace(SENTINEL_RE, '$1');
+    return fields.length ? fields.join(',') : '""';
+}
+
+// A successful answer as `type` (from negotiate) asks.
+function convertResponse(text, type) {
+    var line = oneLine(text);
+    if (type === 'application/json') {
+        return line + '\n';
     }
-    return {type: format === 'csv' ? 'text/csv' : 'application/jsonlines', body: body};
+    var rows = answerRows(line);
+    var lines = [];
+    for (var i = 0; i < rows.length; i++) {
+        lines.push(type === 'text/csv' ? csvLine(rows[i]) : jsonLine(rows[i]));
+    }
+    return lines.length ? lines.join('\n') + '\n' : '';
 }
 
 function upstreamFailure(r, reply) {
@@ -494,18 +662,13 @@ function upstreamFailure(r, reply) {
     return true;
 }
 
-// A model server error passes through with its status, on one line, as long as it is valid
-// JSON in valid UTF-8 (it may echo a client's bytes); otherwise its text becomes our error.
+// A model server error keeps its status and message, in our error body (with the request
+// id), as the Python service answers it; its text becomes the message when it is not JSON.
 function sendModelServerError(r, status, text) {
     var safe = clean(text);
     var doc = parseOr(safe);
     var valid = doc !== UNPARSED && doc !== null && typeof doc === 'object'
         && typeof doc.error === 'string';
-    if (valid && safe === text) {
-        r.headersOut['Content-Type'] = 'application/json';
-        r.return(status, oneLine(text));
-        return;
-    }
     sendError(r, status, valid ? doc.error : safe);
 }
 
@@ -524,7 +687,6 @@ async function invocations(r) {
         }
         var route = routing(r);
         r.variables.tfs_model = route.model;  // for /metrics (nginx.conf.template)
-        var format = responseFormat(r);
         var body = requestBody(r, route, contentType);
         if (body === null) {
             handOver(r);
@@ -541,15 +703,17 @@ async function invocations(r) {
             sendModelServerError(r, reply.status, text);
             return;
         }
+        // Accept is decided on the model's answer, as on every path (errors are always JSON)
+        var type = negotiate(r.headersIn.Accept);
         var out;
         try {
-            out = convertResponse(text, format);
+            out = convertResponse(text, type);
         } catch (e) {
             sendError(r, 502, 'The model server answered with a body that is not JSON: ' + e.message);
             return;
         }
-        r.headersOut['Content-Type'] = out.type;
-        r.return(200, out.body);
+        r.headersOut['Content-Type'] = type;
+        r.return(200, out);
     } catch (e) {
         if (e instanceof HttpError) {
             sendError(r, e.status, e.message);

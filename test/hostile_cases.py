@@ -40,7 +40,7 @@ VALID = {
     "user": (b'{"instances": [1.0, 2.0, 5.0]}', b'{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'),
 }
 # A request the fast path hands to the Python service (a BOM): its answer is exact too.
-VALID_VIA_SERVICE = (b'\xef\xbb\xbf{"instances": [1.0]}', b'{"predictions":[3.5]}\n')
+VALID_VIA_SERVICE = (b'\xef\xbb\xbf{"instances": [1.0]}', b'{"predictions": [3.5]}\n')
 
 PASS_THROUGH = """
 def input_handler(data, context):

@@ -1,10 +1,9 @@
 """Client payloads <-> TF Serving REST JSON: request decoding and response encoding.
 
-Pure functions shared by the /invocations front end and the batch runner. Requests in the
-content types listed in BUILTIN_TYPES become TF Serving REST bodies (predict, classify,
-regress); successful TF Serving JSON responses become JSON, JSON Lines or CSV per Accept.
-TF Serving JSON may hold bare NaN/Infinity/-Infinity tokens: they are accepted on input and
-re-emitted as such (CSV: NaN, Infinity, -Infinity).
+Pure functions of the Python service's built-in formats: requests in the content types
+listed in BUILTIN_TYPES become TF Serving REST bodies (predict, classify, regress), by the same
+rules as the njs fast path (nginx/tfs.js; the cases are in test/format_cases.py). Bare
+NaN/Infinity/-Infinity tokens are accepted. Answers are converted by answers.py.
 """
 
 from __future__ import annotations
@@ -34,12 +33,10 @@ __all__ = [
     "ModelRequest",
     "PayloadError",
     "decode_request",
-    "encode_document",
-    "encode_response",
     "frame_tfrecord",
     "masked_crc32c",
     "media_type",
-    "prediction_rows",
+    "parse_examples",
     "signature_inputs",
     "signature_outputs",
     "split_tfrecords",
@@ -73,9 +70,17 @@ class ModelRequest:
 
 
 JSON = "application/json"
-JSON_LINES_TYPES = frozenset(
-    {"application/jsonlines", "application/jsons", "application/x-jsonlines"}
+# curl -d sends application/x-www-form-urlencoded: such bodies are read as JSON.
+JSON_TYPES = frozenset({JSON, "application/x-www-form-urlencoded"})
+JSON_LINES_NAMES = (
+    "application/jsonlines",
+    "application/jsons",
+    "application/x-jsonlines",
+    "application/json-lines",
+    "application/x-ndjson",
+    "application/ndjson",
 )
+JSON_LINES_TYPES = frozenset(JSON_LINES_NAMES)
 CSV = "text/csv"
 BYTES_TYPES = frozenset({"application/x-image", "application/octet-stream"})
 NPY = "application/x-npy"
@@ -83,16 +88,15 @@ TFEXAMPLE_TYPES = frozenset(
     {"application/x-tfexample", "application/tfrecord", "application/x-tfrecord"}
 )
 
-BUILTIN_TYPES: frozenset[str] = frozenset(
-    {JSON, CSV, NPY, *JSON_LINES_TYPES, *BYTES_TYPES, *TFEXAMPLE_TYPES}
-)
+TEXT_TYPES = frozenset({*JSON_TYPES, *JSON_LINES_TYPES, CSV})
+BINARY_TYPES = frozenset({NPY, *BYTES_TYPES, *TFEXAMPLE_TYPES})
+BUILTIN_TYPES: frozenset[str] = TEXT_TYPES | BINARY_TYPES
 
 METHODS = frozenset({"predict", "classify", "regress"})
 REQUEST_KEYS = ("instances", "inputs", "examples")
-RESPONSE_KEYS = ("predictions", "outputs", "results")
-
-# Accept: supported types in tie-break order (wildcards prefer the earliest).
-ACCEPT_TYPES = (JSON, "application/jsonlines", "application/jsons", "application/x-jsonlines", CSV)
+# A body that starts as a TF Serving request does (its first key is a top-level key) passes
+# through as it is, parsed or not: TF Serving names what is wrong with it.
+TFS_REQUEST_START = re.compile(rb'\s*\{\s*"(?:instances|inputs|examples)"\s*:')
 
 
 def media_type(header: str | None) -> str:
@@ -262,7 +266,7 @@ def _decode_request(
             400, f"Unsupported method: {method} (expected predict, classify or regress)"
         )
     ctype = media_type(content_type)
-    if ctype == JSON:
+    if ctype in JSON_TYPES:
         return _decode_json(body, method)
     if ctype in JSON_LINES_TYPES:
         return _decode_json_lines(body, method)
@@ -284,12 +288,15 @@ def _strip_bom(body: bytes) -> bytes:
 
 
 def _decode_json(body: bytes, method: str) -> ModelRequest:
-    text = _strip_bom(body).strip()
+    body = _strip_bom(body)
+    text = body.strip()
     if not text:
-        raise PayloadError(400, "Malformed JSON: the request body is empty")
+        raise PayloadError(400, "Empty request body: expected JSON")
     try:
         value, _ = _loads(text)
     except ValueError as err:
+        if TFS_REQUEST_START.match(body[:64]):
+            return ModelRequest(body, None)
         lines = [line.strip() for line in text.splitlines()]
         if sum(1 for line in lines if line) > 1:
             try:
@@ -297,28 +304,40 @@ def _decode_json(body: bytes, method: str) -> ModelRequest:
             except PayloadError:
                 pass
         raise PayloadError(400, f"Malformed JSON: {err}") from None
-    if isinstance(value, dict) and any(key in value for key in REQUEST_KEYS):
-        batch = value.get("instances", value.get("examples"))
-        return ModelRequest(_strip_bom(body), len(batch) if isinstance(batch, list) else None)
+    if _is_tfs_request(value):
+        return ModelRequest(body, _batch_size(value))
     key = _batch_key(method)
     if isinstance(value, list) and value and all(isinstance(item, list) for item in value):
         return ModelRequest(_wrap(key, text), len(value))
     return ModelRequest(_wrap(key, b"[" + text + b"]"), 1)
 
 
+def _is_tfs_request(value: Any) -> bool:
+    return isinstance(value, dict) and any(key in value for key in REQUEST_KEYS)
+
+
+def _batch_size(request: dict) -> int | None:
+    batch = request.get("instances", request.get("examples"))
+    return len(batch) if isinstance(batch, list) else None
+
+
 def _json_lines(lines: list[bytes], method: str) -> ModelRequest:
-    """One instance per non-empty line; `lines` are stripped, numbered from 1."""
-    items = []
+    """One instance per non-empty line; `lines` are stripped, numbered from 1. A single line
+    holding a TF Serving request passes through."""
+    items, first = [], None
     for number, line in enumerate(lines, 1):
         if not line:
             continue
         try:
-            _loads(line)
+            value, _ = _loads(line)
         except ValueError as err:
             raise PayloadError(400, f"Malformed JSON Lines: line {number}: {err}") from None
+        first = value if first is None else first
         items.append(line)
     if not items:
-        raise PayloadError(400, "Malformed JSON Lines: the request body has no records")
+        raise PayloadError(400, "Empty request body: expected JSON Lines")
+    if len(items) == 1 and _is_tfs_request(first):
+        return ModelRequest(items[0], _batch_size(first))
     return ModelRequest(_wrap(_batch_key(method), b"[" + b",".join(items) + b"]"), len(items))
 
 
@@ -422,7 +441,7 @@ def _decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelRe
     except csv.Error as err:
         raise PayloadError(400, f"Malformed CSV: line {reader.line_num}: {err}") from None
     if not rows:
-        raise PayloadError(400, "Malformed CSV: the request body has no rows")
+        raise PayloadError(400, "Empty request body: expected CSV rows")
     return ModelRequest(_wrap(_batch_key(method), _dumps(rows, nonfinite)), len(rows))
 
 
@@ -588,7 +607,8 @@ def split_tfrecords(body: bytes) -> list[bytes] | None:
     return records
 
 
-def _parse_examples(records: list[bytes]) -> list[Any]:
+def parse_examples(records: list[bytes]) -> list[Any]:
+    """The records as tf.train.Examples; one that is none is a 400 naming its index."""
     examples = []
     for index, record in enumerate(records):
         try:
@@ -632,7 +652,7 @@ def _decode_tfexample(
     if not body:
         raise PayloadError(400, "Empty request body: expected a serialized tf.train.Example")
     records = split_tfrecords(body) or [body]
-    examples = _parse_examples(records)
+    examples = parse_examples(records)
     count = len(records)
     if method in ("classify", "regress"):
         docs = [_example_json(example) for example in examples]
@@ -668,156 +688,3 @@ def _decode_tfexample(
                 )
         instances.append(instance[next(iter(inputs))] if single else instance)
     return ModelRequest(_dumps({"instances": instances}, nonfinite), count)
-
-
-# -------------------------------------------------------------------------- response
-
-
-def _negotiate(accept: str | None) -> str:
-    """The best supported type for an Accept header (q-values, wildcards, lists)."""
-    if not accept or not accept.strip():
-        return JSON
-    ranked: dict[str, tuple[int, float, int]] = {}  # type -> (specificity, q, entry index)
-    for index, entry in enumerate(accept.split(",")):
-        mtype = media_type(entry)
-        if not mtype:
-            continue
-        if mtype == "*":
-            mtype = "*/*"
-        q = 1.0
-        qtext = _params(entry).get("q")
-        if qtext is not None:
-            try:
-                q = float(qtext)
-            except ValueError:
-                q = 0.0
-            if not 0.0 <= q <= 1.0:
-                q = 0.0
-        for supported in ACCEPT_TYPES:
-            main = supported.split("/")[0]
-            if mtype == supported:
-                specificity = 2
-            elif mtype == f"{main}/*":
-                specificity = 1
-            elif mtype == "*/*":
-                specificity = 0
-            else:
-                continue
-            best = ranked.get(supported)
-            if best is None or specificity > best[0]:
-                ranked[supported] = (specificity, q, index)
-    choices = [
-        (-q, index, ACCEPT_TYPES.index(mtype), mtype)
-        for mtype, (_, q, index) in ranked.items()
-        if q > 0
-    ]
-    if not choices:
-        raise PayloadError(
-            406,
-            f"Not Acceptable: {accept} (supported: application/json, application/jsonlines, "
-            "text/csv)",
-        )
-    return min(choices)[3]
-
-
-def _response_doc(tfs_body: bytes) -> tuple[dict, str, bool]:
-    """(document, its response key, whether it holds NaN/Infinity) of a TF Serving response."""
-    try:
-        doc, nonfinite = _loads(tfs_body)
-    except ValueError:  # TF Serving writes non-UTF-8 string outputs raw
-        doc, nonfinite = _loads(tfs_body.decode("utf-8", errors="replace"))
-    if isinstance(doc, dict):
-        for key in RESPONSE_KEYS:
-            if key in doc:
-                return doc, key, nonfinite
-    raise ValueError("not a TF Serving response: no 'predictions', 'outputs' or 'results' key")
-
-
-def prediction_rows(tfs_doc: dict) -> list:
-    """One item per prediction of a parsed TF Serving response.
-
-    predictions/results lists as they are; columnar outputs as one {name: value} per row
-    (when every output is a list of the same length, else one row); a scalar as one row.
-    """
-    for key in RESPONSE_KEYS:
-        if key in tfs_doc:
-            value = tfs_doc[key]
-            break
-    else:
-        raise ValueError("not a TF Serving response: no 'predictions', 'outputs' or 'results' key")
-    if isinstance(value, list):
-        return value
-    if isinstance(value, dict) and key == "outputs" and "b64" not in value:
-        columns = list(value.values())
-        if columns and all(isinstance(c, list) for c in columns):
-            sizes = {len(c) for c in columns}
-            if len(sizes) == 1:
-                names = list(value)
-                return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
-    return [value]
-
-
-def _flatten(value: Any, out: list) -> None:
-    if isinstance(value, list):
-        for item in value:
-            _flatten(item, out)
-    elif isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get("b64"), str):
-            out.append(value["b64"])
-        else:
-            for item in value.values():
-                _flatten(item, out)
-    else:
-        out.append(value)
-
-
-def _csv_field(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value is None:
-        return ""
-    return value
-
-
-def _csv_rows(rows: list) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    for row in rows:
-        fields: list = []
-        _flatten(row, fields)
-        writer.writerow([_csv_field(field) for field in fields])
-    return out.getvalue().encode()
-
-
-def encode_response(
-    tfs_body: bytes, accept: str | None, records: int | None = None
-) -> tuple[bytes, str]:
-    """Convert a successful TF Serving JSON response to what Accept asks: (body, content type).
-
-    JSON: one compact line with TF Serving's top-level key; JSON Lines: one value per
-    prediction; CSV: one row per prediction. `records` is informational: there is always
-    one line per prediction. Raises PayloadError(406) when no acceptable type is supported.
-    """
-    del records  # the caller compares len(prediction_rows(...)) with it if it cares
-    chosen = _negotiate(accept)
-    doc, key, nonfinite = _response_doc(tfs_body)
-    return _encode_document(doc, key, nonfinite, chosen)
-
-
-def encode_document(doc: dict, nonfinite: bool, accept: str | None) -> tuple[bytes, str]:
-    """encode_response for a response already parsed (e.g. built from gRPC tensors)."""
-    key = next((key for key in RESPONSE_KEYS if key in doc), None)
-    if key is None:
-        raise ValueError("not a TF Serving response: no 'predictions', 'outputs' or 'results' key")
-    return _encode_document(doc, key, nonfinite, _negotiate(accept))
-
-
-def _encode_document(doc: dict, key: str, nonfinite: bool, chosen: str) -> tuple[bytes, str]:
-    if chosen == JSON:
-        return _dumps({key: doc[key]}, nonfinite) + b"\n", chosen
-    rows = prediction_rows(doc)
-    if chosen == CSV:
-        return _csv_rows(rows), chosen
-    return b"".join(_dumps(row, nonfinite) + b"\n" for row in rows), chosen

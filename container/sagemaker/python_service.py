@@ -19,7 +19,8 @@ from typing import Any
 import falcon
 import orjson
 
-from . import payloads, tensor_payloads, tfs_wire
+from . import payloads, tfs_wire
+from .builtin_formats import BuiltinFormats
 from .handler_context import Context, HandlerError
 from .log_setup import REQUEST_ID
 from .model_client import ModelServerClient
@@ -63,6 +64,12 @@ def _json_error(resp: falcon.Response, status: int, message: str, request_id: st
     resp.data = orjson.dumps({"error": message, "request_id": request_id}) + b"\n"
 
 
+def _named(message: str, internal: str | None, name: str | None) -> str:
+    """A multi-model error in the client's words: the model server's name of the model
+    (mme-<hash>) replaced by the name the client invoked."""
+    return message.replace(internal, name) if internal and name else message
+
+
 def _concrete_type(accept: str | None) -> str:
     """The first non-wildcard type in Accept, else application/json (never `*/*`)."""
     for item in (accept or "").split(","):
@@ -88,6 +95,7 @@ class Invocations:
         self.handlers = handlers
         self.metrics = metrics
         self.client = ModelServerClient(config.rest_ports, config.grpc_ports)
+        self.formats = BuiltinFormats(self.client, metrics)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self.config.multi_model:
@@ -138,7 +146,7 @@ class Invocations:
             status = 200
         except (HandlerError, payloads.PayloadError) as exc:
             status = exc.status
-            _json_error(resp, status, exc.message, request_id)
+            _json_error(resp, status, _named(exc.message, model_name, label), request_id)
         except falcon.HTTPError as exc:
             status = exc.status_code
             _json_error(resp, status, exc.description or exc.title, request_id)
@@ -170,15 +178,19 @@ class Invocations:
 
     # ----- runs on a handler thread -----------------------------------------------------------
     def _run(self, data: Any, context: Context, handlers: Handlers) -> tuple[bytes, str]:
-        if handlers.handler is not None:
-            with self.metrics.stage("handler"):
-                result = handlers.handler(data, context)
-            return self._result(result, context)
+        with self.formats.active():  # handlers may call default_input/output_handler
+            if handlers.handler is not None:
+                with self.metrics.stage("handler"):
+                    result = handlers.handler(data, context)
+                return self._result(result, context)
+            return self._handlers(data, context, handlers)
+
+    def _handlers(self, data: Any, context: Context, handlers: Handlers) -> tuple[bytes, str]:
         with self.metrics.stage("input_handler"):
             if handlers.input_handler is not None:
                 request: Any = handlers.input_handler(data, context)
             else:
-                request = self._default_input(data, context)
+                request = self.formats.request(data, context, tensors=True)
         with self.metrics.stage("model_server"):
             if isinstance(request, TensorRequest):
                 outputs = self._tensor_predict(request, context)
@@ -187,10 +199,10 @@ class Invocations:
                 response = self.client.request("POST", context.rest_uri, body, context.deadline)
         with self.metrics.stage("output_handler"):
             if isinstance(request, TensorRequest):
-                return self._tensor_output(outputs, context)
+                return self.formats.tensor_answer(outputs, context)
             if handlers.output_handler is not None:
                 return self._result(handlers.output_handler(response, context), context)
-            return self._default_output(response, context)
+            return self.formats.answer(response, context)
 
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
@@ -203,50 +215,12 @@ class Invocations:
         index = self.client.grpc_ports.index(context.grpc_port)
         return tfs_wire.predict_outputs(self.client.predict(index, wire, context.deadline))
 
-    def _tensor_output(self, outputs: dict, context: Context) -> tuple[bytes, str]:
-        document = tensor_payloads.response_document(outputs)
-        if document is None:
-            raise HandlerError(
-                "The model's outputs have different batch sizes (or none), so they cannot be "
-                "returned one row per instance",
-                400,
-            )
-        doc, nonfinite = document
-        return payloads.encode_document(doc, nonfinite, context.accept_header)
-
     def _result(self, result: Any, context: Context) -> tuple[bytes, str]:
         if isinstance(result, tuple) and len(result) == 2:
             body, content_type = result
         else:
             body, content_type = result, None
         return _as_body(body), content_type or _concrete_type(context.accept_header)
-
-    def _default_input(self, data: Any, context: Context) -> payloads.ModelRequest | TensorRequest:
-        body = data.read()
-        media = payloads.media_type(context.request_content_type)
-        method = context.method or "predict"
-        inputs = None
-        if media not in ("application/json", "application/jsonlines", "text/csv"):
-            model = context.model_name or context.default_model_name
-            metadata = self.client.metadata(model, context.deadline)
-            inputs = payloads.signature_inputs(metadata)
-            outputs = payloads.signature_outputs(metadata)
-            tensors = tensor_payloads.tensor_request(body, media, inputs, outputs, method)
-            if tensors is not None:
-                self.metrics.records(tensors.records)
-                return tensors
-        request = payloads.decode_request(body, context.request_content_type, inputs, method)
-        self.metrics.records(request.records)
-        return request
-
-    def _default_output(self, response: Any, context: Context) -> tuple[bytes, str]:
-        if response.status_code != 200:
-            try:
-                message = json.loads(response.content)["error"]
-            except (ValueError, KeyError, TypeError):
-                message = response.text
-            raise HandlerError(str(message), response.status_code)
-        return payloads.encode_response(response.content, context.accept_header)
 
 
 class Ping:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .answers import client_text
 from .handler_context import HandlerError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
@@ -28,28 +29,32 @@ class Route:
         return f"/v1/models/{self.model}{version}:{self.method}"
 
 
+_RULES = {
+    "tfs-model-name": (NAME.fullmatch, 'letters, digits, ".", "_" or "-"'),
+    "tfs-model-version": (VERSION.fullmatch, "a non-negative integer"),
+    "tfs-method": (METHODS.__contains__, "predict, classify or regress"),
+}
+
+
 def parse_route(header: str | None, default_model: str) -> Route:
-    """Read tfs-model-name, tfs-model-version and tfs-method; a bad value is a 400."""
+    """Read tfs-model-name, tfs-model-version and tfs-method, in the header's order (the
+    last of a key wins); the first bad value is a 400, in the fast path's words."""
     values: dict[str, str] = {}
     for pair in (header or "").split(","):
         key, _, value = pair.strip().partition("=")
-        values[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        rule = _RULES.get(key)
+        if rule is None:
+            continue
+        valid, expected = rule
+        if not valid(value):
+            raise HandlerError(
+                f"Invalid {key} in X-Amzn-SageMaker-Custom-Attributes: {client_text(value)} "
+                f"(expected {expected})"
+            )
+        values[key] = value
     name = values.get("tfs-model-name")
-    version = values.get("tfs-model-version")
     method = values.get("tfs-method")
-    if name is not None and not NAME.fullmatch(name):
-        raise HandlerError(
-            f"Invalid tfs-model-name in X-Amzn-SageMaker-Custom-Attributes: {name!r} "
-            "(expected letters, digits, '.', '_' or '-')"
-        )
-    if version is not None and not VERSION.fullmatch(version):
-        raise HandlerError(
-            f"Invalid tfs-model-version in X-Amzn-SageMaker-Custom-Attributes: {version!r} "
-            "(expected a non-negative integer)"
-        )
-    if method is not None and method not in METHODS:
-        raise HandlerError(
-            f"Invalid tfs-method in X-Amzn-SageMaker-Custom-Attributes: {method!r} "
-            "(expected predict, classify or regress)"
-        )
-    return Route(name or default_model, version, method or "predict", name, method)
+    return Route(
+        name or default_model, values.get("tfs-model-version"), method or "predict", name, method
+    )

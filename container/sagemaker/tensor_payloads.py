@@ -1,5 +1,5 @@
-"""Built-in binary formats as tensors for gRPC Predict, and its outputs as TF Serving's REST
-response document.
+"""Built-in binary formats as tensors for gRPC Predict (its outputs are written as TF Serving's
+REST text by tfs_rest_json, see builtin_formats).
 
 Raw bytes (images), .npy arrays and serialized tf.Examples skip base64 and JSON both ways:
 measured on the digits model, a gRPC Predict costs the model server about a third less CPU
@@ -10,7 +10,6 @@ answers exactly as before; `tensor_request` returns None for them.
 
 from __future__ import annotations
 
-import base64
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -82,6 +81,7 @@ def _examples_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorReq
     if name is None:
         return None  # features mapped to inputs by name: the REST path
     records = payloads.split_tfrecords(body) or [body]
+    payloads.parse_examples(records)  # refused as on the REST path, before the model sees it
     return TensorRequest({name: _strings(records)}, len(records))
 
 
@@ -112,53 +112,4 @@ def _utf8(item: Any) -> bytes:
     return item.encode() if isinstance(item, str) else bytes(item)
 
 
-# ------------------------------------------------------------------------------ outputs
-
-
-def response_document(outputs: Mapping[str, np.ndarray]) -> tuple[dict, bool] | None:
-    """TF Serving's row-format REST response for Predict outputs, and whether it holds
-    NaN/Infinity; None when the outputs' batch sizes differ (REST explains that error)."""
-    if not outputs or any(array.ndim == 0 for array in outputs.values()):
-        return None
-    sizes = {len(array) for array in outputs.values()}
-    if len(sizes) != 1:
-        return None
-    nonfinite = False
-    columns: dict[str, list] = {}
-    for name, array in sorted(outputs.items()):  # REST lists outputs by name
-        values, has_nonfinite = _json_values(name, array)
-        columns[name] = values
-        nonfinite = nonfinite or has_nonfinite
-    if len(columns) == 1:
-        (rows,) = columns.values()
-    else:
-        names = list(columns)
-        rows = [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
-    return {"predictions": rows}, nonfinite
-
-
-def _json_values(name: str, array: np.ndarray) -> tuple[list, bool]:
-    """Nested lists as TF Serving writes them: float32 by its shortest decimal, strings as
-    text (or {"b64": ...} when the output name ends in `_bytes`)."""
-    if array.dtype == object:
-        convert = _b64_object if name.endswith("_bytes") else _text
-        converted = np.empty(array.shape, dtype=object)
-        converted.flat[:] = [convert(item) for item in array.flat]
-        return converted.tolist(), False
-    if array.dtype.kind == "f":
-        nonfinite = not bool(np.isfinite(array).all())
-        if array.dtype.itemsize < 8:  # the float32 decimal, not its float64 expansion
-            array = array.astype(np.float32).astype(str).astype(np.float64)
-        return array.tolist(), nonfinite
-    return array.tolist(), False
-
-
-def _b64_object(item: bytes) -> dict:
-    return {"b64": base64.b64encode(item).decode("ascii")}
-
-
-def _text(item: bytes) -> str:
-    return item.decode("utf-8", errors="replace")
-
-
-__all__ = ["PayloadError", "TensorRequest", "response_document", "tensor_request"]
+__all__ = ["PayloadError", "TensorRequest", "tensor_request"]

@@ -92,7 +92,7 @@ def digits(tmp_path_factory) -> Iterator[str]:
         (
             {"content_type": "text/csv", "accept": "text/csv", "split_type": "Line"},
             {"a.csv": b"1.0\n2.0\n\n5.0\n", "sub/b.csv": b"10\n20"},
-            {"a.csv.out": b"3.5\n4\n5.5\n", "sub/b.csv.out": b"8\n13\n"},
+            {"a.csv.out": b"3.5\n4.0\n5.5\n", "sub/b.csv.out": b"8.0\n13.0\n"},
         ),
         (
             {
@@ -102,7 +102,7 @@ def digits(tmp_path_factory) -> Iterator[str]:
                 "batch_strategy": "SingleRecord",
             },
             {"x.jsonl": b"1.0\n[2.0]\n"},
-            {"x.jsonl.out": b"3.5\n[4]\n"},
+            {"x.jsonl.out": b"3.5\n[4.0]\n"},
         ),
         (
             {"content_type": "application/json", "accept": "application/json"},
@@ -162,7 +162,7 @@ def test_csv_join_with_input_and_output_filters(hp3, tmp_path):
         output_filter="$[0,-1]",
     )
     assert summary.ok, summary.failures
-    assert (tmp_path / "out" / "rows.csv.out").read_text() == 'id1,4\n"id,2",5\n'
+    assert (tmp_path / "out" / "rows.csv.out").read_text() == 'id1,4.0\n"id,2",5.0\n'
 
 
 def test_json_lines_join_keeps_the_input_object(hp3, tmp_path):

@@ -94,14 +94,14 @@ def test_json_lines_in_and_out(stack, content_type):
     reply = post(stack, "1.0\n2.0\n\n5.0\n", content_type, accept="application/jsonlines")
     assert reply.status_code == 200, reply.text
     assert reply.headers["Content-Type"] == "application/jsonlines"
-    assert reply.text == "3.5\n4\n5.5\n"  # one line per record (JSON numbers)
+    assert reply.text == "3.5\n4.0\n5.5\n"  # one line per record, as TF Serving wrote it
 
 
 def test_csv_in_and_out(stack):
     reply = post(stack, "1.0\r\n2\r\n5.0", "text/csv", accept="text/csv")
     assert reply.status_code == 200, reply.text
     assert reply.headers["Content-Type"] == "text/csv"
-    assert reply.text == "3.5\n4\n5.5\n"
+    assert reply.text == "3.5\n4.0\n5.5\n"
 
 
 def test_csv_typing_and_quoting_reach_the_model(stack):

@@ -22,10 +22,8 @@ from sagemaker_serving.payloads import (
     ModelRequest,
     PayloadError,
     decode_request,
-    encode_response,
     frame_tfrecord,
     media_type,
-    prediction_rows,
     signature_inputs,
     split_tfrecords,
 )
@@ -111,6 +109,10 @@ def test_builtin_types():
         "application/jsonlines",
         "application/jsons",
         "application/x-jsonlines",
+        "application/json-lines",
+        "application/x-ndjson",
+        "application/ndjson",
+        "application/x-www-form-urlencoded",
         "text/csv",
         "application/x-image",
         "application/octet-stream",
@@ -254,11 +256,35 @@ def test_json_classify_wraps_examples():
     json_codec.classify_regress_request(json_codec.loads(request.body))
 
 
-@pytest.mark.parametrize("body", [b"", b"   ", b"{", b"[1, 2", b"nan", b"{'a': 1}", b"[1]\n[2"])
+@pytest.mark.parametrize("body", [b"{", b"[1, 2", b"nan", b"{'a': 1}", b"[1]\n[2"])
 def test_json_malformed_400(body):
     err = error(body, "application/json", None)
     assert err.status == 400
     assert err.message.startswith("Malformed JSON")
+
+
+@pytest.mark.parametrize("body", [b"", b"   ", b"\xef\xbb\xbf\n"])
+def test_json_empty_400(body):
+    err = error(body, "application/json", None)
+    assert (err.status, err.message) == (400, "Empty request body: expected JSON")
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"instances": [1.0, ', b' {"inputs": {"x": [1]}} trailing', b'{"examples": [}']
+)
+def test_json_that_starts_as_a_tf_serving_request_passes_through_unparsed(body):
+    # as on the fast path: TF Serving names what is wrong (or ignores what trails)
+    request = decode_request(body, "application/json", None)
+    assert (request.body, request.records) == (body, None)
+
+
+def test_curl_form_urlencoded_is_json():
+    request = decode_request(b"[[1, 2]]", "application/x-www-form-urlencoded", None)
+    assert doc(request) == {"instances": [[1, 2]]}
+
+
+def test_json_list_with_a_non_list_is_one_instance():
+    assert doc(decode_request(b"[[1], 2]", "application/json", None)) == {"instances": [[[1], 2]]}
 
 
 def test_json_utf8_bom():
@@ -269,7 +295,15 @@ def test_json_utf8_bom():
 
 
 @pytest.mark.parametrize(
-    "ctype", ["application/jsonlines", "application/jsons", "application/x-jsonlines"]
+    "ctype",
+    [
+        "application/jsonlines",
+        "application/jsons",
+        "application/x-jsonlines",
+        "application/json-lines",
+        "application/x-ndjson",
+        "application/ndjson",
+    ],
 )
 def test_json_lines(ctype):
     body = b'[1, 2]\r\n\n{"instances": [3]}\n"s"\n4.5'
@@ -285,7 +319,13 @@ def test_json_lines_bad_line_names_number():
 
 
 def test_json_lines_empty_400():
-    assert error(b"\n \n", "application/jsonlines", None).status == 400
+    err = error(b"\n \n", "application/jsonlines", None)
+    assert (err.status, err.message) == (400, "Empty request body: expected JSON Lines")
+
+
+def test_json_lines_one_tf_serving_request_passes_through():
+    request = decode_request(b'\n{"instances": [1, 2]}\n', "application/x-ndjson", None)
+    assert (request.body, request.records) == (b'{"instances": [1, 2]}', 2)
 
 
 def test_json_lines_regress():
@@ -733,119 +773,3 @@ def test_frame_layout():
     framed = frame_tfrecord(b"hello")
     assert struct.unpack("<Q", framed[:8]) == (5,)
     assert framed[12:17] == b"hello" and len(framed) == 21
-
-
-# -------------------------------------------------------------------------- response
-
-PRETTY = b'{\n    "predictions": [\n        [1.0, NaN],\n        [Infinity, -Infinity]\n    ]\n}'
-
-
-@pytest.mark.parametrize("accept", [None, "", "*/*", "application/*", "application/json"])
-def test_encode_json(accept):
-    body, ctype = encode_response(PRETTY, accept)
-    assert (body, ctype) == (
-        b'{"predictions":[[1.0,NaN],[Infinity,-Infinity]]}\n',
-        "application/json",
-    )
-
-
-def test_encode_json_keeps_key():
-    assert encode_response(b'{"outputs": {"a": [1]}}', None)[0] == b'{"outputs":{"a":[1]}}\n'
-    assert encode_response(b'{"results": [1.5]}', None)[0] == b'{"results":[1.5]}\n'
-
-
-@pytest.mark.parametrize(
-    "accept", ["application/jsonlines", "application/jsons", "application/x-jsonlines"]
-)
-def test_encode_json_lines(accept):
-    body, ctype = encode_response(PRETTY, accept)
-    assert ctype == accept
-    assert body == b"[1.0,NaN]\n[Infinity,-Infinity]\n"
-
-
-def test_encode_columnar_rows():
-    tfs = b'{"outputs": {"a": [1, 2], "b": [[1.5, 2.5], [3.5, 4.5]]}}'
-    assert encode_response(tfs, "application/jsonlines")[0] == (
-        b'{"a":1,"b":[1.5,2.5]}\n{"a":2,"b":[3.5,4.5]}\n'
-    )
-    assert encode_response(tfs, "text/csv")[0] == b"1,1.5,2.5\n2,3.5,4.5\n"
-
-
-def test_encode_csv():
-    tfs = (
-        b'{"predictions": [{"label": "a,b", "p": [0.5, NaN], "k_bytes": {"b64": "AAE="}},'
-        b' {"label": "say \\"hi\\"", "p": [Infinity, -Infinity], "k_bytes": {"b64": ""}}]}'
-    )
-    body, ctype = encode_response(tfs, "text/csv")
-    assert ctype == "text/csv"
-    assert body == b'"a,b",0.5,NaN,AAE=\n"say ""hi""",Infinity,-Infinity,\n'
-
-
-def test_encode_csv_scalars_and_classify():
-    assert encode_response(b'{"predictions": [1, 2.5, true]}', "text/csv")[0] == (b"1\n2.5\ntrue\n")
-    classify = b'{"results": [[["cat", 0.75], ["dog", 0.25]], [["", 1.0]]]}'
-    assert encode_response(classify, "text/csv")[0] == b"cat,0.75,dog,0.25\n,1.0\n"
-
-
-def test_encode_from_tf_serving_writer():
-    outputs = {"y": np.array([[1.0, np.nan], [3.0, np.inf]], np.float32)}
-    tfs = json_codec.predict_response(outputs, row_format=True)
-    assert encode_response(tfs, None)[0] == b'{"predictions":[[1.0,NaN],[3.0,Infinity]]}\n'
-    assert encode_response(tfs, "text/csv")[0] == b"1.0,NaN\n3.0,Infinity\n"
-
-
-@pytest.mark.parametrize(
-    ("accept", "ctype"),
-    [
-        ("text/csv, application/json", "text/csv"),
-        ("application/json;q=0.5, text/csv", "text/csv"),
-        ("text/csv;q=0.2, application/jsonlines;q=0.8", "application/jsonlines"),
-        ("text/csv;q=0, */*", "application/json"),
-        ("image/png, text/*;q=0.1", "text/csv"),
-        ("application/xml, Application/JSON; charset=utf-8", "application/json"),
-        ("text/csv;q=1.0, text/*;q=0.1", "text/csv"),
-        ("*", "application/json"),
-    ],
-)
-def test_accept_negotiation(accept, ctype):
-    assert encode_response(b'{"predictions": [1]}', accept)[1] == ctype
-
-
-@pytest.mark.parametrize("accept", ["image/png", "text/html, application/xml", "text/csv;q=0"])
-def test_not_acceptable_406(accept):
-    with pytest.raises(PayloadError) as info:
-        encode_response(b'{"predictions": [1]}', accept)
-    assert info.value.status == 406
-
-
-def test_records_mismatch_still_one_line_per_prediction():
-    body, _ = encode_response(b'{"predictions": [1, 2, 3]}', "application/jsonlines", records=2)
-    assert body == b"1\n2\n3\n"
-
-
-def test_prediction_rows():
-    assert prediction_rows({"predictions": [1, 2]}) == [1, 2]
-    assert prediction_rows({"outputs": {"a": [1, 2], "b": [3, 4]}}) == [
-        {"a": 1, "b": 3},
-        {"a": 2, "b": 4},
-    ]
-    assert prediction_rows({"outputs": {"a": [1, 2], "b": 5}}) == [{"a": [1, 2], "b": 5}]
-    assert prediction_rows({"outputs": 3.5}) == [3.5]
-    assert prediction_rows({"results": [[["a", 1.0]]]}) == [[["a", 1.0]]]
-    with pytest.raises(ValueError):
-        prediction_rows({"error": "x"})
-
-
-def test_encode_non_utf8_string_output():
-    body, _ = encode_response(b'{"predictions": ["\xff"]}', "application/jsonlines")
-    assert body == '"\ufffd"\n'.encode()
-
-
-def test_request_to_response_nan_round_trip():
-    """CSV in with NaN -> TF Serving JSON -> CSV out keeps NaN/Infinity."""
-    request = decode_request(b"NaN,1\n-inf,2\n", "text/csv", None)
-    arrays, _ = json_codec.predict_inputs(
-        json_codec.loads(request.body), tfs_specs(specs(spec("x")))
-    )
-    tfs = json_codec.predict_response({"y": arrays["x"]}, row_format=True)
-    assert encode_response(tfs, "text/csv")[0] == b"NaN,1.0\n-Infinity,2.0\n"

@@ -1,14 +1,20 @@
-"""Which built-in payloads go over gRPC as tensors, and the REST document made from outputs."""
+"""Which built-in payloads go over gRPC as tensors, and that their outputs answer the bytes the
+REST path answers."""
 
 from __future__ import annotations
 
 import io
-import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from sagemaker_serving.payloads import InputSpec, encode_document, frame_tfrecord
-from sagemaker_serving.tensor_payloads import response_document, tensor_request
+from sagemaker_serving.answers import encode_response
+from sagemaker_serving.builtin_formats import BuiltinFormats
+from sagemaker_serving.handler_context import HandlerError
+from sagemaker_serving.payloads import InputSpec, PayloadError, frame_tfrecord
+from sagemaker_serving.tensor_payloads import tensor_request
+from sagemaker_serving.tfs_wire import Example
+from tfs_model_server import json_codec
 
 IMAGE_IN = {"image_bytes": InputSpec("image_bytes", "DT_STRING", (-1,))}
 FLOAT_IN = {"x": InputSpec("x", "DT_FLOAT", (-1, 3))}
@@ -27,12 +33,25 @@ def test_raw_bytes_become_one_string_element_without_base64():
     assert request.inputs["image_bytes"].tolist() == [b"\xff\xd8jpeg"]
 
 
+def _example(label: bytes) -> bytes:
+    example = Example()
+    example.features.feature["label"].bytes_list.value.append(label)
+    return example.SerializeToString()
+
+
 def test_framed_records_become_one_element_each_in_order():
-    records = [b"one", b"two", b"three"]
+    records = [_example(b"one"), _example(b"two"), _example(b"three")]
     body = b"".join(frame_tfrecord(r) for r in records)
     request = tensor_request(body, "application/x-tfexample", IMAGE_IN, OUT, "predict")
     assert request is not None and request.records == 3
     assert request.inputs["image_bytes"].tolist() == records
+
+
+def test_records_that_are_no_examples_are_refused_as_on_rest():
+    body = frame_tfrecord(_example(b"one")) + frame_tfrecord(b"\x0a\x03bad")
+    with pytest.raises(PayloadError) as info:
+        tensor_request(body, "application/x-tfexample", IMAGE_IN, OUT, "predict")
+    assert info.value.status == 400 and info.value.message.startswith("Record 1 is not")
 
 
 def test_npy_of_the_inputs_dtype_goes_as_is():
@@ -66,47 +85,51 @@ def test_payloads_needing_json_conversions_stay_on_rest(body, media, inputs, out
     assert tensor_request(body, media, inputs, outputs, method) is None
 
 
-def test_one_output_is_a_list_of_rows_with_float32_decimals():
-    doc, nonfinite = response_document({"y": np.array([[0.1, 2.5]], np.float32)})
-    assert doc == {"predictions": [[0.1, 2.5]]} and not nonfinite
-    body, content_type = encode_document(doc, nonfinite, "application/json")
-    assert body == b'{"predictions":[[0.1,2.5]]}\n' and content_type == "application/json"
+def answer(outputs: dict, accept: str | None = None) -> bytes:
+    context = SimpleNamespace(accept_header=accept)
+    return BuiltinFormats(None).tensor_answer(outputs, context)[0]
 
 
-def test_several_outputs_are_objects_per_row_with_bytes_outputs_as_b64():
-    outputs = {
-        "classes": np.array([3, 7], np.int64),
-        "label_bytes": np.array([b"\x00a", b"b"], dtype=object),
-        "label": np.array([b"three", b"seven"], dtype=object),
-    }
-    doc, _ = response_document(outputs)
-    assert doc["predictions"] == [
-        {"classes": 3, "label_bytes": {"b64": "AGE="}, "label": "three"},
-        {"classes": 7, "label_bytes": {"b64": "Yg=="}, "label": "seven"},
-    ]
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        {"y": np.array([[1 / 3, 2.5], [0.1, 1e-5]], np.float32)},
+        {"y": np.array([1 / 3, np.nan, -np.inf], np.float64)},
+        {
+            "classes": np.array([3, 2**53 + 1], np.int64),
+            "label_bytes": np.array([b"\x00a", b"b"], dtype=object),
+            "label": np.array([b"three", b'"7", \n'], dtype=object),
+            "flag": np.array([True, False]),
+        },
+    ],
+    ids=["float32", "float64", "several"],
+)
+@pytest.mark.parametrize("accept", [None, "application/jsonlines", "text/csv"])
+def test_grpc_outputs_answer_the_bytes_of_the_rest_path(outputs, accept):
+    rest = json_codec.predict_response(outputs, row_format=True)
+    assert answer(outputs, accept) == encode_response(rest, accept)[0]
 
 
-def test_nonfinite_values_are_flagged_and_written_as_tf_serving_does():
-    doc, nonfinite = response_document({"y": np.array([np.nan, -np.inf, 1.0], np.float32)})
-    assert nonfinite
-    assert encode_document(doc, nonfinite, "text/csv")[0] == b"NaN\n-Infinity\n1.0\n"
+def test_float32_outputs_are_written_as_tf_serving_writes_them():
+    outputs = {"y": np.array([0.12345679, 1 / 3, 3.0], np.float32)}
+    assert answer(outputs) == b'{"predictions": [0.123456791, 0.333333343, 3.0]}\n'
 
 
-def test_outputs_without_a_common_batch_size_are_refused():
-    assert response_document({"a": np.zeros(2), "b": np.zeros(3)}) is None
-    assert response_document({"a": np.float32(1.0).reshape(())}) is None
-
-
-def test_json_lines_has_one_line_per_record():
-    doc, nonfinite = response_document({"y": np.array([2.5, 3.0, 4.5], np.float32)})
-    body, _ = encode_document(doc, nonfinite, "application/jsonlines")
-    assert [json.loads(line) for line in body.splitlines()] == [2.5, 3.0, 4.5]
+@pytest.mark.parametrize(
+    ("outputs", "message"),
+    [
+        ({"a": np.zeros(2), "b": np.zeros(3)}, "inconsistent batch size"),
+        ({"a": np.float32(1.0).reshape(())}, "has no shape information"),
+    ],
+)
+def test_outputs_tf_serving_cannot_write_are_its_400(outputs, message):
+    with pytest.raises(HandlerError) as info:
+        answer(outputs)
+    assert info.value.status == 400 and message in info.value.message
 
 
 @pytest.mark.parametrize("code_point", [0x110000, 0xD800])
 def test_an_invalid_code_point_in_a_string_array_is_400(code_point):
-    from sagemaker_serving.payloads import PayloadError
-
     body = bytearray(npy(np.array(["a"], dtype="<U1")))
     body[-4:] = code_point.to_bytes(4, "little")
     inputs = {"s": InputSpec("s", "DT_STRING", (-1,))}
