@@ -6,6 +6,7 @@ TensorFlow is imported only when a model is built.
 """
 
 from .conv import CONV_CLASSES, CONV_INPUT_SHAPE, conv_example_batch, conv_model
+from .formats import output_formats
 from .half_plus_two import half_plus_three_tf1, half_plus_two_tf1
 from .half_plus_two_tf2 import half_plus_two_tf2
 from .image_classifier import (
@@ -51,6 +52,7 @@ __all__ = [
     "half_plus_two_tf2",
     "keras_export",
     "multi_io",
+    "output_formats",
     "predict_log",
     "render_digit_jpeg",
     "resnet50_classifier",

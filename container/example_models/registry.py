@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ._paths import PathLike
 from .conv import conv_model
+from .formats import output_formats
 from .half_plus_two import half_plus_three_tf1, half_plus_two_tf1
 from .half_plus_two_tf2 import half_plus_two_tf2
 from .image_classifier import digits_classifier, resnet50_classifier
@@ -63,6 +64,11 @@ MODELS: dict[str, ExampleModel] = {
             "multi_io", "inputs a, b; outputs sum, b_doubled, label_bytes", _versioned(multi_io)
         ),
         ExampleModel("string_input", "text -> length", _versioned(string_input)),
+        ExampleModel(
+            "formats",
+            "x -> float32, float64, int64, NaN/Infinity, bool, text and _bytes outputs",
+            _versioned(output_formats),
+        ),
         ExampleModel(
             "example_input", "serialized tf.Example (x) -> y = 0.5x + 2", _versioned(example_input)
         ),

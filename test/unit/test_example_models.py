@@ -263,6 +263,7 @@ def test_cli_list_and_build(tmp_path, capsys):
         "keras",
         "multi_io",
         "string_input",
+        "formats",
         "example_input",
         "variable_length",
         "conv",
