@@ -390,7 +390,8 @@ function negotiate(header) {
 // per index when every output is a list of one length, else the whole value.
 
 var ANSWER_START = /^\{\s*"(predictions|results|outputs)"\s*:\s*/;
-var CSV_DROP = /[\[\]\s]/g;
+var CSV_DROP = /[\[\] \t\r\n]/g;  // a value's brackets and whitespace
+var CSV_DROP_KEEP_LF = /[\[\] \t\r]/g;
 
 // TF Serving's answer on one line: a raw newline cannot occur inside a JSON string, so only
 // each newline and the whitespace after it go.
@@ -634,6 +635,30 @@ function csvLine(row) {
     return fields.length ? fields.join(',') : '""';
 }
 
+function plainRows(rows) {
+    for (var i = 0; i < rows.length; i++) {
+        if (typeof rows[i] !== 'string') {
+            return false;
+        }
+    }
+    return true;
+}
+
+// CSV rows of numbers (and true/false) at once: their brackets and spaces go in one pass
+// (null when some row is not such, or would be empty).
+function numericCsv(rows) {
+    var joined = rows.join('\n');
+    if (joined.indexOf('"') >= 0 || joined.indexOf('null') >= 0) {
+        return null;
+    }
+    var body = joined.replace(CSV_DROP_KEEP_LF, '');
+    if (!body.length || body.charCodeAt(0) === 10 || body.charCodeAt(body.length - 1) === 10
+        || body.indexOf('\n\n') >= 0) {
+        return null;
+    }
+    return body + '\n';
+}
+
 // A successful answer as `type` (from negotiate) asks.
 function convertResponse(text, type) {
     var line = oneLine(text);
@@ -641,11 +666,22 @@ function convertResponse(text, type) {
         return line + '\n';
     }
     var rows = answerRows(line);
+    if (!rows.length) {
+        return '';
+    }
+    var plain = plainRows(rows);
+    if (plain && type !== 'text/csv') {
+        return rows.join('\n') + '\n';
+    }
+    var body = plain ? numericCsv(rows) : null;
+    if (body !== null) {
+        return body;
+    }
     var lines = [];
     for (var i = 0; i < rows.length; i++) {
         lines.push(type === 'text/csv' ? csvLine(rows[i]) : jsonLine(rows[i]));
     }
-    return lines.length ? lines.join('\n') + '\n' : '';
+    return lines.join('\n') + '\n';
 }
 
 function upstreamFailure(r, reply) {

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 
 from .payloads import CSV, JSON, JSON_LINES_NAMES, PayloadError
 
@@ -92,7 +91,8 @@ def negotiate(accept: str | None) -> str:
 
 _LINE_BREAK = re.compile(rb"\n\s*")
 _ANSWER_START = re.compile(r'\{\s*"(predictions|results|outputs)"\s*:\s*')
-_CSV_DROP = re.compile(r"[\[\]\s]")
+_CSV_DROP = re.compile(r"[\[\] \t\r\n]")  # a value's brackets and whitespace
+_CSV_DROP_KEEP_LF = re.compile(r"[\[\] \t\r]")
 _CSV_QUOTE = re.compile(r'[",\r\n]')
 
 
@@ -103,12 +103,8 @@ class _Number(str):
 _DECODER = json.JSONDecoder(parse_float=_Number, parse_int=_Number, parse_constant=_Number)
 
 
-@dataclass(frozen=True)
-class _Row:
-    """One prediction: the text of a value, or (columnar) the key texts and item texts."""
-
-    text: str = ""
-    members: tuple[tuple[str, str], ...] = ()
+# One prediction: the text of a value, or (columnar) its (key text, item text) pairs.
+_Row = str | tuple[tuple[str, str], ...]
 
 
 def one_line(body: bytes) -> bytes:
@@ -128,8 +124,28 @@ def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
     if chosen == JSON:
         return text + b"\n", chosen
     rows = _rows(text.decode("utf-8", "replace"))
-    line = _csv_line if chosen == CSV else _json_line
-    return "".join(line(row) + "\n" for row in rows).encode(), chosen
+    if not rows:
+        return b"", chosen
+    plain = all(isinstance(row, str) for row in rows)
+    if plain and chosen != CSV:
+        return ("\n".join(rows) + "\n").encode(), chosen
+    body = _numeric_csv(rows) if plain else None
+    if body is None:
+        line = _csv_line if chosen == CSV else _json_line
+        body = "".join(line(row) + "\n" for row in rows)
+    return body.encode(), chosen
+
+
+def _numeric_csv(rows: list[str]) -> str | None:
+    """CSV rows of numbers (and true/false) at once: their brackets and spaces go in one pass
+    (None when some row is not such, or would be empty)."""
+    joined = "\n".join(rows)
+    if '"' in joined or "null" in joined:
+        return None
+    body = _CSV_DROP_KEEP_LF.sub("", joined)
+    if not body or body.startswith("\n") or body.endswith("\n") or "\n\n" in body:
+        return None
+    return body + "\n"
 
 
 def _answer_value(text: str) -> tuple[str, str]:
@@ -143,18 +159,15 @@ def _answer_value(text: str) -> tuple[str, str]:
 def _rows(text: str) -> list[_Row]:
     key, value = _answer_value(text)
     if value.startswith("["):
-        return [_Row(item) for item in _items(value)]
+        return _items(value)
     if key == "outputs" and value.startswith("{"):
         members = _members(value)
         columns = [_items(item) if item.startswith("[") else None for _, item in members]
         sizes = {len(column) for column in columns if column is not None}
         if len(members) > 1 and None not in columns and len(sizes) == 1:
             names = [name for name, _ in members]
-            return [
-                _Row(members=tuple(zip(names, items, strict=True)))
-                for items in zip(*columns, strict=True)
-            ]
-    return [_Row(value)]
+            return [tuple(zip(names, items, strict=True)) for items in zip(*columns, strict=True)]
+    return [value]
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -213,13 +226,13 @@ def _members(obj: str) -> list[tuple[str, str]]:
 
 
 def _json_line(row: _Row) -> str:
-    if not row.members:
-        return row.text
-    return "{" + ",".join(f"{name}: {item}" for name, item in row.members) + "}"
+    if isinstance(row, str):
+        return row
+    return "{" + ",".join(f"{name}: {item}" for name, item in row) + "}"
 
 
 def _csv_line(row: _Row) -> str:
-    texts = [item for _, item in row.members] if row.members else [row.text]
+    texts = [row] if isinstance(row, str) else [item for _, item in row]
     fields = [field for text in texts for field in _csv_fields(text)]
     return ",".join(fields) or '""'
 
