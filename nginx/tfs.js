@@ -632,7 +632,8 @@ function csvLine(row) {
             csvFields(row[i][1], fields);
         }
     }
-    return fields.length ? fields.join(',') : '""';
+    var line = fields.join(',');
+    return line.length ? line : '""';  // a blank line would be no row at all
 }
 
 function plainRows(rows) {
@@ -745,7 +746,8 @@ async function invocations(r) {
         try {
             out = convertResponse(text, type);
         } catch (e) {
-            sendError(r, 502, 'The model server answered with a body that is not JSON: ' + e.message);
+            r.warn('not a TF Serving answer: ' + e.message);
+            sendError(r, 502, 'The model server answered with a body that is not a TF Serving answer');
             return;
         }
         r.headersOut['Content-Type'] = type;

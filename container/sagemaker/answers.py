@@ -28,6 +28,7 @@ __all__ = ["ACCEPT_TYPES", "client_text", "encode_response", "negotiate", "one_l
 ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
 SUPPORTED = "application/json, application/jsonlines, text/csv"
 MAX_ECHO = 200  # characters of a client's header echoed in an error message
+NOT_AN_ANSWER = "The model server answered with a body that is not a TF Serving answer"
 
 _QVALUE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
 
@@ -116,24 +117,31 @@ def one_line(body: bytes) -> bytes:
 def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
     """A successful TF Serving answer as Accept asks: (body, content type).
 
-    Raises PayloadError(406) when Accept allows no supported type, ValueError when the
-    answer is not a TF Serving predict/classify/regress document.
+    Raises PayloadError: 406 when Accept allows no supported type, 502 when the answer is not
+    a TF Serving predict/classify/regress document (for JSON Lines and CSV, which read it).
     """
     chosen = negotiate(accept)
     text = one_line(tfs_body)
     if chosen == JSON:
         return text + b"\n", chosen
-    rows = _rows(text.decode("utf-8", "replace"))
+    try:
+        return _convert(text.decode("utf-8", "replace"), chosen), chosen
+    except ValueError:
+        raise PayloadError(502, NOT_AN_ANSWER) from None
+
+
+def _convert(text: str, chosen: str) -> bytes:
+    rows = _rows(text)
     if not rows:
-        return b"", chosen
+        return b""
     plain = all(isinstance(row, str) for row in rows)
     if plain and chosen != CSV:
-        return ("\n".join(rows) + "\n").encode(), chosen
+        return ("\n".join(rows) + "\n").encode()
     body = _numeric_csv(rows) if plain else None
     if body is None:
         line = _csv_line if chosen == CSV else _json_line
         body = "".join(line(row) + "\n" for row in rows)
-    return body.encode(), chosen
+    return body.encode()
 
 
 def _numeric_csv(rows: list[str]) -> str | None:

@@ -177,6 +177,11 @@ def test_csv_in_nan_through_tf_serving_and_back():
     assert encode_response(tfs, "text/csv")[0] == b"NaN,1.0\n-Infinity,2.0\n"
 
 
-def test_not_a_tf_serving_answer():
-    with pytest.raises(ValueError, match="not a TF Serving answer"):
-        encode_response(b'{"error": "x"}', "text/csv")
+@pytest.mark.parametrize("answer", [b'{"error": "x"}', b'{"predictions": ["a]}', b"<html>"])
+def test_not_a_tf_serving_answer_is_a_502(answer):
+    with pytest.raises(PayloadError) as info:
+        encode_response(answer, "text/csv")
+    assert info.value.status == 502
+    assert info.value.message == (
+        "The model server answered with a body that is not a TF Serving answer"
+    )
