@@ -8,8 +8,10 @@ test/integration/test_format_conformance.py runs every case on every path: the n
 (which hands some bodies to the Python service: still the fast path to the user), a user-code
 path whose handlers leave the conversion to the built-in formats, multi-model invoke, and, for
 the binary formats, the gRPC tensor path (`grpc=True`: the built-in paths send the payload as
-Predict tensors; the user-code path sends the same payload by REST). README's format table
-summarises these rules.
+Predict tensors; the user-code path sends the same payload by REST). ANSWER_CASES, at the end,
+are model server answers no model here gives (null, irregular columns...): with what each
+Accept makes of them, run through njs and the service by test_answer_conformance.py. README's
+format table summarises these rules.
 
 Models (example_models): `half_plus_three` (y = 0.5x + 3, versions 123 and 124; regress and
 classify signatures), `strings` (text -> length in bytes), `examples` (serialized tf.Example
