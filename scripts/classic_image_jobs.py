@@ -44,7 +44,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
-from sagemaker_serving.payloads import frame_tfrecord  # noqa: E402
+
+from sagemaker_serving.formats.payloads import frame_tfrecord  # noqa: E402
 from tfs_batch_transform import JobConfig, run_job  # noqa: E402
 from tfs_batch_transform.container import LocalContainer  # noqa: E402
 

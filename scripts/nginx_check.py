@@ -14,16 +14,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sagemaker_serving.model_discovery import Model
-from sagemaker_serving.nginx_config import find_nginx
-from sagemaker_serving.serve import StartupError, nginx_child
-from sagemaker_serving.service_access import new_access
-from sagemaker_serving.service_process import ServiceProcess
-from sagemaker_serving.settings import Settings
-from sagemaker_serving.supervisor import Child
+from sagemaker_serving.config.access import new_access
+from sagemaker_serving.config.model_discovery import Model
+from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.frontdoor.nginx_config import find_nginx
+from sagemaker_serving.launcher.serve import StartupError, nginx_child
+from sagemaker_serving.launcher.service_process import ServiceProcess
+from sagemaker_serving.launcher.supervisor import Child
 
 # this checkout's nginx/ (the installed package may point at another checkout's)
-REPO_NGINX_DIR = Path(__file__).resolve().parents[1] / "nginx"
+REPO_NGINX_DIR = (
+    Path(__file__).resolve().parents[1] / "src" / "sagemaker_serving" / "frontdoor" / "nginx"
+)
 
 
 def check_variant(

@@ -1,8 +1,8 @@
-"""Print the README "Settings" table (Markdown) from sagemaker_serving.settings.VARIABLES."""
+"""Print the README "Settings" table (Markdown) from sagemaker_serving.config.settings.VARIABLES."""
 
 from __future__ import annotations
 
-from sagemaker_serving.settings import VARIABLES
+from sagemaker_serving.config.settings import VARIABLES
 
 
 def _cell(text: str) -> str:

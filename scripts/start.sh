@@ -19,7 +19,7 @@ PORT="${PORT:-8080}"
 WAIT_SECONDS="${WAIT_SECONDS:-300}"
 
 if [ ! -d "${MODEL_DIR}" ]; then
-  echo "start.sh: no model directory ${MODEL_DIR} (make one: python -m example_models half_plus_three run/models/half_plus_three)" >&2
+  echo "start.sh: no model directory ${MODEL_DIR} (make one: PYTHONPATH=test/support python -m example_models half_plus_three run/models/half_plus_three)" >&2
   exit 2
 fi
 MODEL_DIR="$(cd "${MODEL_DIR}" && pwd)"

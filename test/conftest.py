@@ -13,11 +13,15 @@ from pathlib import Path
 
 import pytest
 import requests
+
 from tfs_model_server.process import ModelServerProcess, terminate
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = Path(__file__).resolve().parent.parent
+SUPPORT = REPO / "test" / "support"  # example_models, format_cases, hostile_cases
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
 VENV_BIN = Path(sys.executable).parent
 OUR_SERVER = str(VENV_BIN / "tfs-model-server")
 

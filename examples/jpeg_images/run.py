@@ -20,6 +20,7 @@ import requests
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1] / "test" / "support"))  # example_models
 from _local_endpoint import CACHE, assemble_model_dir, cached_model, local_endpoint  # noqa: E402
 
 MODELS = ("digits", "resnet50")

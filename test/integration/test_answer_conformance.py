@@ -16,11 +16,12 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-from conftest import REPO, free_port_range
+from conftest import free_port_range
 from format_cases import ANSWER_CASES, AnswerCase
-from sagemaker_serving.builtin_formats import BuiltinFormats
-from sagemaker_serving.nginx_config import find_nginx
-from sagemaker_serving.payloads import PayloadError
+
+from sagemaker_serving.formats.payloads import PayloadError
+from sagemaker_serving.frontdoor.nginx_config import find_nginx
+from sagemaker_serving.service.default_handlers import BuiltinFormats
 
 ACCEPTS = {"application/json": "json", "application/jsonlines": "json_lines", "text/csv": "csv"}
 ANSWERS = {case.name: case.answer for case in ANSWER_CASES}
@@ -91,7 +92,7 @@ def stand_in(port: int) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def njs_url(tmp_path_factory) -> Iterator[str]:
     """nginx with tfs.js in front of the stand-in model server."""
-    layout = find_nginx(REPO / "nginx")
+    layout = find_nginx()
     tmp = tmp_path_factory.mktemp("answer_njs")
     port, model_port = free_port_range(2)
     conf = tmp / "nginx.conf"

@@ -32,6 +32,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # as the container sets it for th
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # test/, for conftest
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from bench_batch_images import MODEL, Interference, cij  # noqa: E402
 from conftest import model_server  # noqa: E402
 

@@ -35,10 +35,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import example_models as em
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
+import example_models as em
 from conftest import serve_stack
 from loadgen import run_load, write_report
 

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from loadgen import write_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -95,8 +96,9 @@ def child(root: Path, seconds: float, only: list[str] | None) -> dict:
     import example_models as em
     import numpy as np
     import psutil
-    from tfs_model_server.manager import release_memory
-    from tfs_model_server.servable import Servable
+
+    from tfs_model_server.core.manager import release_memory
+    from tfs_model_server.core.servable import Servable
 
     def rss() -> int:
         release_memory()

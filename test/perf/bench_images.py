@@ -34,6 +34,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # test/, for conftest
 sys.path.insert(0, str(REPO / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
 from bench_container import WARMUP_REQUESTS, Failures, rest_worker  # noqa: E402
 from conftest import serve_stack  # noqa: E402

@@ -17,14 +17,16 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import example_models as em
 import grpc
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
 from tfs_model_server.process import ModelServerProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
+import example_models as em
 from loadgen import run_load, write_report
 
 OUR_SERVER = str(Path(sys.executable).parent / "tfs-model-server")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 import example_models as em
 from bench_container import (
     BODY,

@@ -1,0 +1,23 @@
+"""SageMaker hosting layer: settings, serve supervisor, nginx front door, Python service.
+
+Handlers in code/inference.py may `from sagemaker_serving import HandlerError` to answer with a
+4xx status and message of their choosing, and `default_input_handler` /
+`default_output_handler` to leave a conversion to the built-in formats.
+"""
+
+from typing import Any
+
+from sagemaker_serving.service.handler_api import Context, HandlerError
+
+__all__ = ["Context", "HandlerError", "default_input_handler", "default_output_handler"]
+
+_DEFAULT_HANDLERS = ("default_input_handler", "default_output_handler")
+
+
+def __getattr__(name: str) -> Any:
+    """The default handlers, imported on first use (serve and its tools need none of it)."""
+    if name in _DEFAULT_HANDLERS:
+        from sagemaker_serving.service import default_handlers as builtin_formats
+
+        return getattr(builtin_formats, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

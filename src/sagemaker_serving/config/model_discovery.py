@@ -1,0 +1,166 @@
+"""Find the SavedModels under the model directory (/opt/ml/model) and their versions.
+
+A version is a directory named with digits only that directly holds `saved_model.pb` or
+`saved_model.pbtxt`; its parent is the model's base path and the parent's name the model's
+name, except that versions directly in the model directory make a model named `model`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_serving.config.settings import MODEL_NAME_PATTERN
+
+log = logging.getLogger(__name__)
+
+SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
+TOP_LEVEL_MODEL_NAME = "model"
+CODE_DIR = "code"
+_VERSION_DIR = re.compile(r"[0-9]+")
+_INT64_MAX = 2**63 - 1
+_LAYOUTS = (
+    "<model_dir>/<version>/saved_model.pb (a model named 'model') or "
+    "<model_dir>/<name>/<version>/saved_model.pb, <version> being digits only "
+    "(saved_model.pbtxt also works)"
+)
+
+
+class ModelDiscoveryError(ValueError):
+    """The model directory does not hold a usable set of SavedModels."""
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model to serve: its name, absolute base path and version numbers (sorted)."""
+
+    name: str
+    base_path: Path
+    versions: tuple[int, ...]
+
+
+def discover_models(model_dir: Path) -> list[Model]:
+    """Every model under `model_dir`, sorted by name; ModelDiscoveryError if there are none."""
+    model_dir = Path(model_dir)
+    if not model_dir.is_dir():
+        problem = "is not a directory" if model_dir.exists() else "does not exist"
+        raise ModelDiscoveryError(f"model directory {model_dir} {problem}")
+    models: dict[str, Model] = {}
+    for directory, versions in _model_dirs(model_dir):
+        name = TOP_LEVEL_MODEL_NAME if directory == model_dir else directory.name
+        model = Model(name, directory.resolve(), versions)
+        if not MODEL_NAME_PATTERN.fullmatch(name):
+            raise ModelDiscoveryError(
+                f"model directory {directory}: {name!r} is not a valid model name (letters, "
+                "digits, '.', '_', '-', starting with a letter or digit, at most 255 characters)"
+            )
+        other = models.get(name)
+        if other is not None and other.base_path != model.base_path:
+            raise ModelDiscoveryError(
+                f"two models are named {name!r}: {other.base_path} and {model.base_path}; "
+                "rename one of the directories"
+            )
+        models[name] = model
+    if not models:
+        hint = ""
+        if any((model_dir / f).is_file() for f in SAVED_MODEL_FILES):
+            hint = "; the SavedModel directly in it needs a version directory, e.g. 1/"
+        raise ModelDiscoveryError(f"no SavedModel found in {model_dir}{hint}; expected {_LAYOUTS}")
+    return [models[name] for name in sorted(models)]
+
+
+def find_model(url: Path, name: str) -> Model | None:
+    """The first directory under `url` (itself included) holding SavedModel versions, as
+    model `name`; None when there is none (how a multi-model load finds its versions)."""
+    for directory, versions in _model_dirs(Path(url)):
+        return Model(name, directory.resolve(), versions)
+    return None
+
+
+def default_model(models: Sequence[Model], requested: str | None) -> Model:
+    """The model named `requested`, or else the first by name."""
+    if not models:
+        raise ModelDiscoveryError("there are no models")
+    if requested is None:
+        return min(models, key=lambda m: m.name)
+    for model in models:
+        if model.name == requested:
+            return model
+    available = ", ".join(sorted(m.name for m in models))
+    raise ModelDiscoveryError(f"default model {requested!r} not found; available: {available}")
+
+
+def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
+    """(directory, versions) for each directory with at least one version, walking depth first.
+
+    Symbolic links are followed, but each real directory is descended into once (no loops).
+    Hidden directories, the top-level `code` directory and version directories are not
+    descended into.
+    """
+    visited = {_identity(model_dir)}
+    stack = [model_dir]
+    while stack:
+        directory = stack.pop()
+        children = _subdirectories(directory)
+        if directory == model_dir:
+            children = [c for c in children if c.name != CODE_DIR]
+        version_dirs = [c for c in children if _VERSION_DIR.fullmatch(c.name) and _is_version(c)]
+        versions = _versions(directory, children, version_dirs) if version_dirs else ()
+        if versions:
+            yield directory, versions
+        descend = []
+        for child in children:
+            identity = None if child in version_dirs else _identity(child)
+            if identity is not None and identity not in visited:
+                visited.add(identity)
+                descend.append(child)
+        stack.extend(reversed(descend))
+
+
+def _identity(directory: Path) -> tuple[int, int] | None:
+    """(device, inode) of a directory, following links; None when it cannot be read."""
+    try:
+        stat = directory.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _subdirectories(directory: Path) -> list[Path]:
+    """Non-hidden subdirectories (links followed) of `directory`, sorted by name."""
+    try:
+        with os.scandir(directory) as entries:
+            names = sorted(e.name for e in entries if not e.name.startswith("."))
+    except OSError as exc:
+        log.warning("skipping %s: %s", directory, exc.strerror or exc)
+        return []
+    return [directory / name for name in names if (directory / name).is_dir()]
+
+
+def _is_version(directory: Path) -> bool:
+    return any((directory / f).is_file() for f in SAVED_MODEL_FILES)
+
+
+def _versions(
+    base: Path, children: Sequence[Path], version_dirs: Sequence[Path]
+) -> tuple[int, ...]:
+    """Version numbers of `version_dirs`; warns about numeric siblings without a SavedModel."""
+    for child in children:
+        if _VERSION_DIR.fullmatch(child.name) and child not in version_dirs:
+            log.warning("skipping %s: numeric directory without a SavedModel", child)
+    by_number: dict[int, Path] = {}
+    for directory in version_dirs:
+        number = int(directory.name)
+        if number > _INT64_MAX:
+            log.warning("skipping %s: version number does not fit in 64 bits", directory)
+            continue
+        if number in by_number:
+            raise ModelDiscoveryError(
+                f"{by_number[number]} and {directory} are both version {number} of model {base}"
+            )
+        by_number[number] = directory
+    return tuple(sorted(by_number))

@@ -1,0 +1,281 @@
+"""A model server's successful answer as the client's Accept asks: JSON, JSON Lines or CSV.
+
+The conversion works on the answer's text, so every number keeps the text TF Serving wrote
+(`4.0`, `0.123456791`, int64 beyond 2**53, `NaN`) and every string its escapes. The njs fast
+path (nginx/tfs.js) applies the same rules to the same text, and the gRPC tensor path first
+writes TF Serving's text (tfs_rest_json), so all paths answer the same bytes; the cases are
+in test/format_cases.py.
+
+- JSON: TF Serving's answer on one line (each newline and the indentation after it removed).
+- JSON Lines: one line per prediction, its text in that one-line answer.
+- CSV: one row per prediction, its leaves in order: numbers and true/false as written, strings
+  unescaped (quoted as RFC 4180 when they hold `"`, `,`, CR or LF), `{"b64": s}` as s, null as
+  an empty field; a row with no text is written `""` (a blank line would be no row at all).
+- Predictions: the items of `predictions` / `results`; columnar `outputs` give one per index
+  when every output is a list of one length (an object of those items), else the whole value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from sagemaker_serving.formats.payloads import CSV, JSON, JSON_LINES_NAMES, PayloadError
+
+__all__ = ["ACCEPT_TYPES", "client_text", "encode_response", "negotiate", "one_line"]
+
+# Accept: supported types in tie-break order (a wildcard prefers the earliest).
+ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
+SUPPORTED = "application/json, application/jsonlines, text/csv"
+MAX_ECHO = 200  # characters of a client's header echoed in an error message
+NOT_AN_ANSWER = "The model server answered with a body that is not a TF Serving answer"
+
+_QVALUE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
+
+
+def client_text(value: str) -> str:
+    """A client's header value for an error message: valid UTF-8, cut, in JSON quotes."""
+    text = value.encode("latin-1", "replace").decode("utf-8", "replace")
+    if len(text) > MAX_ECHO:
+        text = text[:MAX_ECHO] + "..."
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _q(entry: str) -> float:
+    """An Accept range's q (1 without one; 0, never chosen, when it is not a number in [0, 1])."""
+    q = 1.0
+    for param in entry.split(";")[1:]:
+        name, sep, value = param.partition("=")
+        if sep and name.strip().lower() == "q":
+            text = value.strip().strip('"')
+            q = float(text) if _QVALUE.match(text) else 0.0
+    return q if q <= 1.0 else 0.0
+
+
+def _specificity(range_type: str, supported: str) -> int:
+    """How closely a media range matches a supported type: 2 exactly, 1 `main/*`, 0 `*/*`,
+    -1 not at all."""
+    if range_type == supported:
+        return 2
+    if range_type == supported.split("/")[0] + "/*":
+        return 1
+    return 0 if range_type in ("*/*", "*") else -1
+
+
+def negotiate(accept: str | None) -> str:
+    """The answer's type for an Accept header: each supported type takes the q of its most
+    specific range (q=0: not acceptable); the highest q wins, then the earliest range, then
+    the order of ACCEPT_TYPES. Raises PayloadError(406) when none is acceptable."""
+    if not accept or not accept.strip():
+        return JSON
+    ranked: dict[str, tuple[int, float, int]] = {}  # type -> (specificity, q, range index)
+    for index, entry in enumerate(accept.split(",")):
+        range_type = entry.split(";", 1)[0].strip().lower()
+        if not range_type:
+            continue
+        q = _q(entry)
+        for supported in ACCEPT_TYPES:
+            specificity = _specificity(range_type, supported)
+            if specificity > ranked.get(supported, (-1, 0.0, 0))[0]:
+                ranked[supported] = (specificity, q, index)
+    choices = [
+        (-q, index, ACCEPT_TYPES.index(name), name)
+        for name, (_, q, index) in ranked.items()
+        if q > 0
+    ]
+    if not choices:
+        raise PayloadError(406, f"Not Acceptable: {client_text(accept)} (supported: {SUPPORTED})")
+    return min(choices)[3]
+
+
+# ------------------------------------------------------------------------------ answers
+
+_LINE_BREAK = re.compile(rb"\n\s*")
+_ANSWER_START = re.compile(r'\{\s*"(predictions|results|outputs)"\s*:\s*')
+_CSV_DROP = re.compile(r"[\[\] \t\r\n]")  # a value's brackets and whitespace
+_CSV_DROP_KEEP_LF = re.compile(r"[\[\] \t\r]")
+_CSV_QUOTE = re.compile(r'[",\r\n]')
+
+
+class _Number(str):
+    """A JSON number (or NaN/Infinity token) as its text."""
+
+
+_DECODER = json.JSONDecoder(parse_float=_Number, parse_int=_Number, parse_constant=_Number)
+
+
+# One prediction: the text of a value, or (columnar) its (key text, item text) pairs.
+_Row = str | tuple[tuple[str, str], ...]
+
+
+def one_line(body: bytes) -> bytes:
+    """TF Serving's answer on one line: a newline cannot occur inside a JSON string, so only
+    each newline and the whitespace after it go."""
+    return _LINE_BREAK.sub(b"", body.strip())
+
+
+def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
+    """A successful TF Serving answer as Accept asks: (body, content type).
+
+    Raises PayloadError: 406 when Accept allows no supported type, 502 when the answer is not
+    a TF Serving predict/classify/regress document (for JSON Lines and CSV, which read it).
+    """
+    chosen = negotiate(accept)
+    text = one_line(tfs_body)
+    if chosen == JSON:
+        return text + b"\n", chosen
+    try:
+        return _convert(text.decode("utf-8", "replace"), chosen), chosen
+    except ValueError:
+        raise PayloadError(502, NOT_AN_ANSWER) from None
+
+
+def _convert(text: str, chosen: str) -> bytes:
+    rows = _rows(text)
+    if not rows:
+        return b""
+    plain = all(isinstance(row, str) for row in rows)
+    if plain and chosen != CSV:
+        return ("\n".join(rows) + "\n").encode()
+    body = _numeric_csv(rows) if plain else None
+    if body is None:
+        line = _csv_line if chosen == CSV else _json_line
+        body = "".join(line(row) + "\n" for row in rows)
+    return body.encode()
+
+
+def _numeric_csv(rows: list[str]) -> str | None:
+    """CSV rows of numbers (and true/false) at once: their brackets and spaces go in one pass
+    (None when some row is not such, or would be empty)."""
+    joined = "\n".join(rows)
+    if '"' in joined or "null" in joined:
+        return None
+    body = _CSV_DROP_KEEP_LF.sub("", joined)
+    if not body or body.startswith("\n") or body.endswith("\n") or "\n\n" in body:
+        return None
+    return body + "\n"
+
+
+def _answer_value(text: str) -> tuple[str, str]:
+    """(key, value text) of TF Serving's one-member answer object."""
+    match = _ANSWER_START.match(text)
+    if match is None or not text.endswith("}"):
+        raise ValueError("not a TF Serving answer: no 'predictions', 'outputs' or 'results' key")
+    return match[1], text[match.end() : -1].strip()
+
+
+def _rows(text: str) -> list[_Row]:
+    key, value = _answer_value(text)
+    if value.startswith("["):
+        return _items(value)
+    if key == "outputs" and value.startswith("{"):
+        members = _members(value)
+        columns = [_items(item) if item.startswith("[") else None for _, item in members]
+        sizes = {len(column) for column in columns if column is not None}
+        if len(members) > 1 and None not in columns and len(sizes) == 1:
+            names = [name for name, _ in members]
+            return [tuple(zip(names, items, strict=True)) for items in zip(*columns, strict=True)]
+    return [value]
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def _value_end(text: str, pos: int) -> int:
+    try:
+        return _DECODER.raw_decode(text, pos)[1]
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not a JSON value at {pos}: {err}") from None
+
+
+def _items(array: str) -> list[str]:
+    """The texts of a JSON array's items."""
+    if '"' not in array and "{" not in array:
+        return _numeric_items(array)
+    items, pos = [], _skip_space(array, 1)
+    while pos < len(array) and array[pos] != "]":
+        end = _value_end(array, pos)
+        items.append(array[pos:end])
+        pos = _skip_space(array, end)
+        if pos < len(array) and array[pos] == ",":
+            pos = _skip_space(array, pos + 1)
+    return items
+
+
+def _numeric_items(array: str) -> list[str]:
+    """The items of an array of numbers or of equally nested arrays of them (a tensor), by
+    splitting where the items' closing brackets meet a comma."""
+    inner = array[1:-1].strip()
+    if not inner:
+        return []
+    depth = len(inner) - len(inner.lstrip("["))
+    if depth == 0:
+        return [item.strip() for item in inner.split(",")]
+    close = "]" * depth
+    pieces = inner.split(close + ",")
+    return [piece.strip() + close for piece in pieces[:-1]] + [pieces[-1].strip()]
+
+
+def _members(obj: str) -> list[tuple[str, str]]:
+    """(key text, value text) of a JSON object's members."""
+    members, pos = [], _skip_space(obj, 1)
+    while pos < len(obj) and obj[pos] != "}":
+        key_end = _value_end(obj, pos)
+        start = _skip_space(obj, _skip_space(obj, key_end) + 1)  # past the colon
+        end = _value_end(obj, start)
+        members.append((obj[pos:key_end], obj[start:end]))
+        pos = _skip_space(obj, end)
+        if pos < len(obj) and obj[pos] == ",":
+            pos = _skip_space(obj, pos + 1)
+    return members
+
+
+def _json_line(row: _Row) -> str:
+    if isinstance(row, str):
+        return row
+    return "{" + ",".join(f"{name}: {item}" for name, item in row) + "}"
+
+
+def _csv_line(row: _Row) -> str:
+    texts = [row] if isinstance(row, str) else [item for _, item in row]
+    fields = [field for text in texts for field in _csv_fields(text)]
+    return ",".join(fields) or '""'
+
+
+def _csv_fields(text: str) -> list[str]:
+    """A value's leaves as CSV fields."""
+    if '"' not in text and "null" not in text:  # numbers, true/false: as written
+        joined = _CSV_DROP.sub("", text)
+        return [joined] if joined else []
+    fields: list[str] = []
+    _leaves(_DECODER.decode(text), fields)
+    return fields
+
+
+def _leaves(value: object, out: list[str]) -> None:
+    if isinstance(value, _Number):
+        out.append(str(value))
+    elif isinstance(value, str):
+        out.append(_csv_quoted(value))
+    elif isinstance(value, bool):
+        out.append("true" if value else "false")
+    elif value is None:
+        out.append("")
+    elif isinstance(value, list):
+        for item in value:
+            _leaves(item, out)
+    elif isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get("b64"), str):
+            out.append(_csv_quoted(value["b64"]))
+            return
+        for item in value.values():
+            _leaves(item, out)
+
+
+def _csv_quoted(text: str) -> str:
+    if _CSV_QUOTE.search(text):
+        return '"' + text.replace('"', '""') + '"'
+    return text

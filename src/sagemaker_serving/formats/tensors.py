@@ -1,0 +1,115 @@
+"""Built-in binary formats as tensors for gRPC Predict (its outputs are written as TF Serving's
+REST text by tfs_rest_json, see builtin_formats).
+
+Raw bytes (images), .npy arrays and serialized tf.Examples skip base64 and JSON both ways:
+measured on the digits model, a gRPC Predict costs the model server about a third less CPU
+than the same request as REST JSON. Payloads that need JSON's conversions (dtype casts,
+features mapped to inputs by name, classify/regress, .npz) keep the REST path, so each case
+answers exactly as before; `tensor_request` returns None for them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sagemaker_serving.formats import payloads
+from sagemaker_serving.formats.payloads import InputSpec, PayloadError
+from sagemaker_serving.tfs_client.wire import DTYPE_NAMES, numpy_dtype
+
+
+@dataclass(frozen=True)
+class TensorRequest:
+    """Predict inputs by name and how many records they hold."""
+
+    inputs: dict[str, np.ndarray]
+    records: int
+
+
+def tensor_request(
+    body: bytes,
+    media: str,
+    inputs: Mapping[str, InputSpec],
+    outputs: Mapping[str, InputSpec],
+    method: str,
+) -> TensorRequest | None:
+    """The payload as Predict tensors, or None when it takes the REST JSON path."""
+    if method != "predict" or not body or not _row_format_possible(outputs):
+        return None
+    with payloads.client_bytes(media):
+        if media in payloads.BYTES_TYPES:
+            return _bytes_request(body, inputs)
+        if media == payloads.NPY:
+            return _npy_request(body, inputs)
+        if media in payloads.TFEXAMPLE_TYPES:
+            return _examples_request(body, inputs)
+    return None
+
+
+def _row_format_possible(outputs: Mapping[str, InputSpec]) -> bool:
+    """Every output has a known rank >= 1 (a batch dimension to make rows of)."""
+    return bool(outputs) and all(spec.shape for spec in outputs.values())
+
+
+def _strings(values: list[bytes]) -> np.ndarray:
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+def _single_string_input(inputs: Mapping[str, InputSpec]) -> str | None:
+    if len(inputs) == 1:
+        (spec,) = inputs.values()
+        if spec.dtype == "DT_STRING":
+            return spec.name
+    return None
+
+
+def _bytes_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
+    name = _single_string_input(inputs)
+    if name is None:
+        return None  # the REST decoder explains which input is missing or ambiguous
+    return TensorRequest({name: _strings([body])}, 1)
+
+
+def _examples_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
+    name = _single_string_input(inputs)
+    if name is None:
+        return None  # features mapped to inputs by name: the REST path
+    records = payloads.split_tfrecords(body) or [body]
+    payloads.parse_examples(records)  # refused as on the REST path, before the model sees it
+    return TensorRequest({name: _strings(records)}, len(records))
+
+
+def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
+    try:
+        array = np.load(io.BytesIO(body), allow_pickle=False)
+    except Exception:
+        return None  # the REST decoder answers 400 with numpy's reason
+    if not isinstance(array, np.ndarray) or array.dtype.names or not inputs:
+        return None  # .npz archives and structured arrays: the REST path
+    name = payloads.npy_target(array, inputs)
+    spec = inputs[name]
+    if array.ndim == 0:
+        array = array.reshape(1)
+    if spec.dtype == "DT_STRING":
+        if array.dtype.kind not in "SU":
+            return None
+        return TensorRequest({name: _strings([_utf8(item) for item in array.flat])}, len(array))
+    enum = DTYPE_NAMES.get(spec.dtype)
+    if enum is None or array.dtype.kind not in "biuf":
+        return None
+    if array.dtype != np.dtype(numpy_dtype(enum)):
+        return None  # JSON's number conversions (and their errors) stay on the REST path
+    return TensorRequest({name: array}, len(array))
+
+
+def _utf8(item: Any) -> bytes:
+    return item.encode() if isinstance(item, str) else bytes(item)
+
+
+__all__ = ["PayloadError", "TensorRequest", "tensor_request"]

@@ -1,0 +1,138 @@
+"""Requests nginx answers itself (the njs fast path, /ping, its own errors) in /metrics.
+
+nginx writes one syslog datagram per such request to a unix socket: `secret route status
+model seconds` (the run's secret: service_access.py). Each gunicorn worker counts what it
+receives on that socket in its own Prometheus values (multiprocess mode adds them up), so
+/metrics covers every request of the front door. Nothing runs in the gunicorn master: a
+thread there could hold prometheus_client's lock while the master forks a worker, which
+would then wait for it forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import math
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_serving.config.access import Access, restrict_socket
+from sagemaker_serving.service.metrics import ServiceMetrics
+
+log = logging.getLogger(__name__)
+
+SYSLOG_TAG = "tfs_metrics"
+ROUTES = frozenset({"/invocations", "/ping", "/execution-parameters", "/metrics", "other"})
+FORGED_REPORT_SECONDS = 60.0
+_MAX_DATAGRAM = 4096
+
+
+@dataclass(frozen=True)
+class FrontRequest:
+    """One request nginx answered."""
+
+    route: str
+    status: int
+    model: str
+    seconds: float
+
+
+def split_datagram(data: bytes) -> tuple[bytes, bytes] | None:
+    """`<PRI>Mon DD HH:MM:SS tfs_metrics: secret rest` -> (secret, rest)."""
+    _, marker, message = data.partition(SYSLOG_TAG.encode() + b": ")
+    if not marker:
+        return None
+    secret, _, rest = message.partition(b" ")
+    return secret, rest
+
+
+def parse_request(rest: bytes) -> FrontRequest | None:
+    """`route status model seconds` (the model may hold spaces) -> its fields, checked."""
+    fields = rest.decode("utf-8", errors="replace").strip().split(" ")
+    if len(fields) < 4:
+        return None
+    route, status, seconds = fields[0], fields[1], fields[-1]
+    model = " ".join(fields[2:-1])
+    try:
+        code, elapsed = int(status), float(seconds)
+    except ValueError:
+        return None
+    if not 100 <= code <= 599 or not math.isfinite(elapsed) or elapsed < 0:
+        return None
+    return FrontRequest(
+        route if route in ROUTES else "other", code, "" if model == "-" else model, elapsed
+    )
+
+
+def nginx_access_log(path: Path) -> str:
+    """The nginx directive sending the datagrams (log_format sagemaker_metrics: template)."""
+    return (
+        f"    access_log syslog:server=unix:{path},nohostname,tag={SYSLOG_TAG} "
+        "sagemaker_metrics if=$metrics_from_nginx;"
+    )
+
+
+def bind_socket(path: Path, access: Access) -> socket.socket:
+    """The datagram socket nginx sends to; serve binds it before nginx starts (no lost or
+    refused datagrams) and hands it to each Python service process it starts."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # left by an earlier run
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(path))
+    restrict_socket(path, access)
+    sock.set_inheritable(True)
+    return sock
+
+
+class FrontMetricsReceiver:
+    """Counts what arrives on the (inherited) socket, on a daemon thread of a worker;
+    datagrams without the run's secret are dropped and reported at most once a minute."""
+
+    def __init__(self, sock: socket.socket, metrics: ServiceMetrics, token: str) -> None:
+        self.sock = sock
+        self.metrics = metrics
+        self.token = token.encode()
+        self.forged = 0
+        self._reported_at = -math.inf
+        self.thread = threading.Thread(target=self._serve, name="front-metrics", daemon=True)
+
+    def start(self) -> FrontMetricsReceiver:
+        self.thread.start()
+        return self
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                data = self.sock.recv(_MAX_DATAGRAM)
+            except OSError:
+                return  # closed
+            self.handle(data)
+
+    def handle(self, data: bytes) -> None:
+        parts = split_datagram(data)
+        if parts is None or not hmac.compare_digest(parts[0], self.token):
+            self._forged()
+            return
+        request = parse_request(parts[1])
+        if request is None:
+            log.warning("unreadable metrics datagram from nginx: %r", parts[1][:200])
+            return
+        self.metrics.request(request.route, request.status, request.model, request.seconds)
+
+    def _forged(self) -> None:
+        self.forged += 1
+        now = time.monotonic()
+        if now - self._reported_at >= FORGED_REPORT_SECONDS:
+            log.warning(
+                "dropped %d metrics datagram(s) without this run's secret (not from our nginx)",
+                self.forged,
+            )
+            self.forged = 0
+            self._reported_at = now
+
+    def close(self) -> None:
+        self.sock.close()

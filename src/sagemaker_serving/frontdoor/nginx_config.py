@@ -1,0 +1,187 @@
+"""Render nginx.conf from nginx/nginx.conf.template and find nginx and its njs module."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+NGINX_DIR = Path(__file__).resolve().parent / "nginx"  # package data: template, tfs.js
+TEMPLATE_NAME = "nginx.conf.template"
+MODULE_DIRS = (
+    "/usr/lib/nginx/modules",
+    "/usr/lib64/nginx/modules",
+    "/etc/nginx/modules",
+    "/usr/share/nginx/modules",
+)
+NJS_MODULE = "ngx_http_js_module.so"
+HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
+_PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
+
+# /invocations through njs; what njs cannot convert goes on to the Python service.
+FAST_PATH_LOCATIONS = """        location = /invocations {
+            js_content tfs.invocations;
+        }"""
+
+# /invocations straight to the Python service (the user's inference.py); the query string
+# means nothing to it and is not passed.
+_POST_ONLY = '{"error": "Method Not Allowed: use POST /invocations", "request_id": "$req_id"}'
+SERVICE_LOCATIONS = f"""        location = /invocations {{
+            if ($request_method != POST) {{
+                add_header Allow POST always;
+                add_header X-Request-Id $req_id always;
+                return 405 '{_POST_ONLY}\\n';
+            }}
+            proxy_pass http://python_service/invocations;
+            proxy_hide_header X-Request-Id;
+        }}"""
+
+
+# Multi-model endpoints: the /models API (loads wait up to SAGEMAKER_TFS_WAIT_TIME_SECONDS).
+def multi_model_locations(load_timeout_seconds: int) -> str:
+    # Model names are opaque: `/models/..%2F..%2Fping` must reach the service as it was
+    # sent, so the raw request URI is matched before nginx decodes and resolves it; never on
+    # an error page's internal redirect (that one re-runs this with the original URI).
+    return f"""        if ($multi_model_route) {{
+            rewrite ^ /_multi_model last;
+        }}
+
+        location = /_multi_model {{
+            internal;
+            proxy_pass http://python_service$request_uri;
+            proxy_hide_header X-Request-Id;
+            proxy_read_timeout {load_timeout_seconds}s;
+        }}"""
+
+
+# The maps behind `$multi_model_route` (http level; volatile: re-evaluated after a redirect).
+MULTI_MODEL_MAPS = """    map $request_uri $multi_model_uri {
+        "~^/models(/|\\?|$)" 1;
+        default 0;
+    }
+    map $uri $not_error_page {
+        volatile;
+        "~^/_error/" 0;
+        default 1;
+    }
+    map "$multi_model_uri$not_error_page" $multi_model_route {
+        volatile;
+        "11" 1;
+        default 0;
+    }"""
+
+# Always present when the Python service runs: its /ping, /metrics and the njs hand-over.
+SERVICE_COMMON_LOCATIONS = """        location @python_service {
+            rewrite ^ /invocations? break;
+            proxy_pass http://python_service;
+            proxy_hide_header X-Request-Id;
+        }
+
+        location = /metrics {
+            if ($request_method !~ ^(GET|HEAD)$) { return 405; }
+            proxy_pass http://python_service;
+        }"""
+
+
+def ping_gate(ready_file: Path) -> str:
+    """In /ping's internal probe locations: 503 at once until serve has seen everything ready
+    and created `ready_file` (where nginx's workers can see it). While the models load, a probe
+    would be refused (or find no gunicorn socket yet), and nginx logs each refusal as an error
+    of the /ping request."""
+    return (
+        f'if (!-f "{ready_file}") {{ '
+        """return 503 '{"error": "Starting: not ready yet"}\\n'; }"""
+    )
+
+
+def service_ping_location(gate: str) -> str:
+    """The Python service's /ping, one of /ping's probes, behind `gate` (ping_gate)."""
+    return f"""        location = /_service/ping {{
+            internal;
+            {gate}
+            proxy_pass_request_body off;
+            # no body, so no length (else: request desync); a location that sets a header
+            # inherits none, so the others are set again
+            proxy_set_header Content-Length "";
+            proxy_set_header Connection "";
+            proxy_set_header Host localhost;
+            proxy_set_header X-Request-Id $req_id;
+            proxy_set_header X-Sagemaker-Serving-Token $service_token;
+            proxy_connect_timeout 1s;
+            proxy_read_timeout 1500ms;
+            proxy_pass http://python_service/ping;
+        }}"""
+
+
+def service_upstream(socket_path: str) -> str:
+    return (
+        "    upstream python_service {\n"
+        f"        server unix:{socket_path} max_fails=0;\n"
+        "        keepalive 32;\n"
+        "        keepalive_timeout 60s;\n"
+        "    }"
+    )
+
+
+class NginxSetupError(RuntimeError):
+    """nginx or its njs module is missing, or the template is incomplete."""
+
+
+@dataclass(frozen=True)
+class NginxLayout:
+    """Where nginx, its njs module and our template + script live."""
+
+    binary: str
+    njs_module: str
+    headers_more_module: str
+    nginx_dir: Path
+
+
+def _module(name: str) -> str | None:
+    return next((f"{d}/{name}" for d in MODULE_DIRS if Path(d, name).exists()), None)
+
+
+def find_nginx(nginx_dir: Path = NGINX_DIR) -> NginxLayout:
+    binary = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
+    if binary is None:
+        raise NginxSetupError("nginx not found: install it (apt-get install nginx)")
+    module = _module(NJS_MODULE)
+    if module is None:
+        raise NginxSetupError(
+            "the nginx njs module was not found: install it (apt-get install libnginx-mod-http-js)"
+        )
+    headers_more = _module(HEADERS_MORE_MODULE)
+    if headers_more is None:
+        raise NginxSetupError(
+            "the nginx headers-more module was not found: install it "
+            "(apt-get install libnginx-mod-http-headers-more-filter)"
+        )
+    if not (nginx_dir / TEMPLATE_NAME).exists() or not (nginx_dir / "tfs.js").exists():
+        raise NginxSetupError(f"{nginx_dir} must hold {TEMPLATE_NAME} and tfs.js")
+    return NginxLayout(binary, module, headers_more, nginx_dir)
+
+
+def size_text(num_bytes: int) -> str:
+    """nginx size syntax: whole megabytes as `Nm`, else bytes."""
+    mib = 1024 * 1024
+    return f"{num_bytes // mib}m" if num_bytes % mib == 0 else str(num_bytes)
+
+
+def upstream_servers(rest_ports: Sequence[int]) -> str:
+    return "\n".join(f"        server 127.0.0.1:{port} max_fails=0;" for port in rest_ports)
+
+
+def render(template: str, values: Mapping[str, object]) -> str:
+    """Fill every %NAME% placeholder; a placeholder without a value is an error."""
+    missing = sorted(set(_PLACEHOLDER.findall(template)) - set(values))
+    if missing:
+        raise NginxSetupError(f"nginx template placeholders without values: {missing}")
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
+
+
+def render_file(nginx_dir: Path, values: Mapping[str, object]) -> str:
+    return render((nginx_dir / TEMPLATE_NAME).read_text(), values)

@@ -1,0 +1,137 @@
+"""The model server command line, which binary to run, and how instances share the GPUs."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from sagemaker_serving.config.settings import Settings
+
+log = logging.getLogger(__name__)
+
+TFS_BINARY = "tensorflow_model_server"
+OUR_BINARY = "tfs-model-server"
+NVIDIA_SMI_TIMEOUT_SECONDS = 5
+# docker/loopback_bind.c, built into the CPU and GPU images: tensorflow_model_server has no flag
+# for the address it binds (gRPC 0.0.0.0, REST ::); preloaded, its binds go to the loopback.
+LOOPBACK_BIND_LIBRARY = Path(sys.prefix) / "lib" / "loopback_bind.so"
+
+
+def find_model_server() -> tuple[str, bool]:
+    """(executable, ours): tensorflow_model_server when on PATH, else our tfs-model-server."""
+    tfs = shutil.which(TFS_BINARY)
+    if tfs is not None:
+        return tfs, False
+    beside_python = Path(sys.executable).parent / OUR_BINARY
+    ours = str(beside_python) if beside_python.is_file() else shutil.which(OUR_BINARY)
+    if ours is None:
+        raise FileNotFoundError(f"neither {TFS_BINARY} nor {OUR_BINARY} was found")
+    return ours, True
+
+
+def model_server_command(
+    executable: str,
+    ours: bool,
+    settings: Settings,
+    *,
+    grpc_port: int,
+    rest_port: int,
+    model_config_path: Path,
+    batching_path: Path | None,
+    monitoring_config_path: Path | None,
+    gpu_memory_fraction: float | None,
+) -> list[str]:
+    """argv of one model server instance; batching_path must be given iff batching is enabled."""
+    if settings.enable_batching != (batching_path is not None):
+        raise ValueError("batching_path must be given exactly when batching is enabled")
+    argv = [
+        executable,
+        f"--port={grpc_port}",
+        f"--rest_api_port={rest_port}",
+        f"--model_config_file={model_config_path}",
+        "--max_num_load_retries=0",
+        f"--rest_api_timeout_in_ms={settings.proxy_read_timeout_seconds * 1000}",
+    ]
+    if batching_path is not None:
+        argv += ["--enable_batching=true", f"--batching_parameters_file={batching_path}"]
+    if settings.intra_op_parallelism > 0:
+        argv.append(f"--tensorflow_intra_op_parallelism={settings.intra_op_parallelism}")
+    if settings.inter_op_parallelism > 0:
+        argv.append(f"--tensorflow_inter_op_parallelism={settings.inter_op_parallelism}")
+    if monitoring_config_path is not None:
+        argv.append(f"--monitoring_config_file={monitoring_config_path}")
+    if gpu_memory_fraction is not None:
+        argv.append(f"--per_process_gpu_memory_fraction={gpu_memory_fraction}")
+    if ours:
+        argv.append("--bind_address=127.0.0.1")
+    return argv
+
+
+CPU_DEVICE_TYPES = "CPU,XLA_CPU"
+
+
+def model_server_environment(
+    settings: Settings,
+    env: Mapping[str, str],
+    ours: bool,
+    device: str | None,
+    gpu_count: int,
+    loopback_library: Path = LOOPBACK_BIND_LIBRARY,
+) -> dict[str, str]:
+    """The environment of one model server instance: its GPU (CUDA_VISIBLE_DEVICES); on a host
+    without GPUs, TensorFlow's device factories limited to the CPU so that it does not probe
+    CUDA (whose failed cuInit is an error line in every CPU host's log; a
+    TF_ENABLED_DEVICE_TYPES of the user's own is kept); TensorFlow's CPU allocator
+    (TF_ONEDNN_USE_SYSTEM_ALLOCATOR, settings.py); for tensorflow_model_server, the
+    loopback_bind library when it is installed (ours takes --bind_address instead)."""
+    result = dict(env)
+    if device is not None:
+        result["CUDA_VISIBLE_DEVICES"] = device
+    if settings.onednn_system_allocator is not None:
+        allocator = "1" if settings.onednn_system_allocator else "0"
+        result["TF_ONEDNN_USE_SYSTEM_ALLOCATOR"] = allocator
+    if gpu_count <= 0:
+        result.setdefault("TF_ENABLED_DEVICE_TYPES", CPU_DEVICE_TYPES)
+    if not ours and loopback_library.is_file():
+        preload = result.get("LD_PRELOAD", "")
+        result["LD_PRELOAD"] = f"{loopback_library} {preload}".strip()
+    return result
+
+
+def gpu_assignment(
+    instance_count: int, margin: float, gpu_count: int
+) -> list[tuple[str | None, float | None]]:
+    """(CUDA_VISIBLE_DEVICES, GPU memory fraction) per instance: instance i runs on GPU
+    i % gpu_count; instances sharing a GPU split (1 - margin) of its memory."""
+    if gpu_count <= 0:
+        return [(None, None)] * instance_count
+    sharing = [len(range(d, instance_count, gpu_count)) for d in range(gpu_count)]
+    assignment: list[tuple[str | None, float | None]] = []
+    for i in range(instance_count):
+        device = i % gpu_count
+        k = sharing[device]
+        assignment.append((str(device), round((1 - margin) / k, 4) if k > 1 else None))
+    return assignment
+
+
+def count_gpus() -> int:
+    """Number of GPUs `nvidia-smi -L` lists; 0 without nvidia-smi or when it fails."""
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi is None:
+        return 0
+    try:
+        result = subprocess.run(
+            [nvidia_smi, "-L"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_SECONDS,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("nvidia-smi -L failed, assuming no GPU: %s", exc)
+        return 0
+    return sum(1 for line in result.stdout.splitlines() if line.startswith("GPU "))

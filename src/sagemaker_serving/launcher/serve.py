@@ -1,0 +1,523 @@
+"""`serve`: the container's entry point. Writes the configs, starts nginx and the model
+servers, supervises them, and shuts down in order on SIGTERM.
+
+    serve [--model-dir /opt/ml/model] [--run-dir DIR] [--host 0.0.0.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sagemaker_serving.config import log_setup
+from sagemaker_serving.config.access import TOKEN_HEADER, write_private
+from sagemaker_serving.config.model_discovery import (
+    Model,
+    ModelDiscoveryError,
+    default_model,
+    discover_models,
+)
+from sagemaker_serving.config.ports import allocate_model_server_ports
+from sagemaker_serving.config.settings import Settings, SettingsError
+from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
+from sagemaker_serving.frontdoor.front_metrics import nginx_access_log
+from sagemaker_serving.frontdoor.nginx_config import (
+    FAST_PATH_LOCATIONS,
+    MULTI_MODEL_MAPS,
+    NGINX_DIR,
+    SERVICE_COMMON_LOCATIONS,
+    SERVICE_LOCATIONS,
+    NginxLayout,
+    NginxSetupError,
+    find_nginx,
+    multi_model_locations,
+    ping_gate,
+    render_file,
+    service_ping_location,
+    service_upstream,
+    size_text,
+    upstream_servers,
+)
+from sagemaker_serving.launcher.execution_parameters import execution_parameters
+from sagemaker_serving.launcher.model_server_command import (
+    LOOPBACK_BIND_LIBRARY,
+    count_gpus,
+    find_model_server,
+    gpu_assignment,
+    model_server_command,
+    model_server_environment,
+)
+from sagemaker_serving.launcher.service_process import (
+    ServiceProcess,
+    mme_state_dir,
+    service_process,
+)
+from sagemaker_serving.launcher.supervisor import Child, Supervisor, stop_all
+from sagemaker_serving.launcher.universal_code import UniversalCodeError
+from sagemaker_serving.launcher.watchdog import Watchdog
+from sagemaker_serving.service.user_code import UserCodeError
+from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH, instance_up, model_available
+
+log = logging.getLogger("serve")
+
+DEFAULT_MODEL_DIR = Path("/opt/ml/model")
+MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model endpoint models
+# Shutdown: SageMaker sends SIGKILL 30 s after SIGTERM. serve exits within one budget, whatever
+# its children do: /ping reads 503 (DRAIN_NOTICE), nginx drains in-flight requests (at most
+# NGINX_DRAIN_SECONDS, its worker_shutdown_timeout), then the Python service and the model
+# servers stop (BACKEND_STOP_SECONDS; gunicorn's graceful_timeout is within it). Whoever
+# overruns its share is SIGKILLed with its whole process group.
+SHUTDOWN_BUDGET_SECONDS = 25.0
+DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
+ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
+BACKEND_STOP_SECONDS = 4.0
+KILL_RESERVE_SECONDS = 1.0  # after each SIGKILL: the time to reap the group
+NGINX_STOP_SECONDS = (
+    SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
+)
+NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
+READY_FILE = "ready"
+
+
+class StartupError(RuntimeError):
+    """Start-up cannot go on; the message says why."""
+
+
+@dataclass
+class Stack:
+    """Everything serve started and the files it wrote."""
+
+    settings: Settings
+    run_dir: Path
+    models: list[Model]
+    default_model: str
+    rest_ports: list[int]
+    grpc_ports: list[int]
+    nginx: Child
+    nginx_conf: NginxConf
+    service: ServiceProcess
+    ready_file: Path  # new_ready_file()
+    model_servers: list[Child] = field(default_factory=list)
+
+    @property
+    def children(self) -> list[Child]:
+        return [self.nginx, self.service.child, *self.model_servers]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="serve", description="Serve TensorFlow SavedModels the SageMaker way."
+    )
+    parser.add_argument(
+        "command", nargs="?", default="serve", choices=["serve"], help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help=f"default: {DEFAULT_MODEL_DIR} ({MULTI_MODEL_DIR} on a multi-model endpoint)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="where generated configs go (default: a new temporary directory)",
+    )
+    parser.add_argument(
+        "--host", default="0.0.0.0", help="address nginx listens on (default: %(default)s)"
+    )
+    return parser.parse_args(argv)
+
+
+def prepare_run_dir(requested: Path | None) -> Path:
+    if requested is None:
+        return Path(tempfile.mkdtemp(prefix="sagemaker-serve-"))
+    requested.mkdir(parents=True, exist_ok=True)
+    return requested.resolve()
+
+
+def child_environment(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = settings.omp_num_threads
+    return env
+
+
+def write_model_server_files(
+    settings: Settings, models: list[Model], run_dir: Path
+) -> tuple[Path, Path | None]:
+    config = run_dir / "model-config.cfg"
+    config.write_text(model_config_text(models))
+    log.info("model config %s:\n%s", config, config.read_text())
+    batching = None
+    if settings.enable_batching:
+        batching = run_dir / "batching-config.cfg"
+        batching.write_text(batching_parameters_text(settings))
+        log.info("batching parameters %s:\n%s", batching, batching.read_text())
+    return config, batching
+
+
+def model_server_children(
+    settings: Settings, models: list[Model], run_dir: Path, ports: list[tuple[int, int]]
+) -> list[Child]:
+    config, batching = write_model_server_files(settings, models, run_dir)
+    monitoring = run_dir / "monitoring.cfg"
+    monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
+    executable, ours = find_model_server()
+    log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
+    if not ours and not LOOPBACK_BIND_LIBRARY.is_file():
+        log.warning(
+            "%s not found: tensorflow_model_server listens on every interface (gRPC and REST)",
+            LOOPBACK_BIND_LIBRARY,
+        )
+    gpus = count_gpus()
+    assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, gpus)
+    children = []
+    for i, ((grpc_port, rest_port), (device, fraction)) in enumerate(
+        zip(ports, assignments, strict=True)
+    ):
+        env = model_server_environment(settings, child_environment(settings), ours, device, gpus)
+        argv = model_server_command(
+            executable,
+            ours,
+            settings,
+            grpc_port=grpc_port,
+            rest_port=rest_port,
+            model_config_path=config,
+            batching_path=batching,
+            monitoring_config_path=monitoring,
+            gpu_memory_fraction=fraction,
+        )
+        children.append(Child(f"model-server-{i}", argv, env))
+    return children
+
+
+@dataclass
+class NginxConf:
+    """nginx.conf and the values it is rendered from (re-rendered to drain)."""
+
+    layout: NginxLayout
+    path: Path
+    values: dict[str, object]
+
+    def write(self, draining: bool = False) -> Path:
+        self.values["DRAINING"] = "1" if draining else "0"
+        # 0600: it holds the run's secret (service_access.py)
+        write_private(self.path, render_file(self.layout.nginx_dir, self.values))
+        return self.path
+
+
+def new_ready_file() -> Path:
+    """Where serve notes that everything is ready: until the file exists, /ping's probes answer
+    503 themselves instead of trying model servers and a Python service that are still
+    starting. In a directory of its own that nginx's workers (maybe another user) can search."""
+    directory = Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-"))
+    directory.chmod(0o755)
+    return directory / READY_FILE
+
+
+def ping_targets(rest_ports: list[int], models: list[Model]) -> str:
+    """The internal URIs /ping checks: every model on every model server instance (with no
+    models, multi-model: every instance answering at all)."""
+    if not models:
+        return " ".join(f"/_instance/{port}{PROMETHEUS_PATH}" for port in rest_ports)
+    return " ".join(f"/_instance/{port}/v1/models/{m.name}" for port in rest_ports for m in models)
+
+
+def nginx_child(
+    settings: Settings,
+    layout: NginxLayout,
+    run_dir: Path,
+    host: str,
+    models: list[Model],
+    default: str,
+    rest_ports: list[int],
+    service: ServiceProcess,
+    ready_file: Path | None = None,
+) -> tuple[Child, NginxConf]:
+    gate = ping_gate(ready_file or run_dir / READY_FILE)
+    for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
+    listen = f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port)
+    values: dict[str, object] = {
+        "NJS_MODULE": layout.njs_module,
+        "HEADERS_MORE_MODULE": layout.headers_more_module,
+        "CLIENT_TIMEOUT": settings.nginx_client_timeout_seconds,
+        "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
+        "WORKER_PROCESSES": "auto",
+        "RUN_DIR": run_dir,
+        "LOG_LEVEL": settings.nginx_log_level,
+        "SHUTDOWN_GRACE": NGINX_DRAIN_SECONDS,
+        "PING_GATE": gate,
+        "NGINX_DIR": layout.nginx_dir,
+        "ACCESS_LOG": "/dev/stdout",
+        "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
+        "BODY_LIMIT": size_text(settings.body_limit_bytes),
+        "RESPONSE_BUFFER": size_text(ANSWER_LIMIT_FACTOR * settings.body_limit_bytes),
+        "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
+        "TFS_SERVERS": upstream_servers(rest_ports),
+        "EXTRA_UPSTREAMS": service_upstream(service.socket_path)
+        + ("\n\n" + MULTI_MODEL_MAPS if settings.multi_model else ""),
+        "LISTEN": listen,
+        "DEFAULT_MODEL": default,
+        "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
+        "INVOCATIONS_LOCATIONS": (
+            SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
+        )
+        + (
+            "\n\n" + multi_model_locations(settings.wait_time_seconds + 10)
+            if settings.multi_model
+            else ""
+        ),
+        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
+        "METRICS_LOG": nginx_access_log(service.metrics_socket),
+        "SERVICE_TOKEN": service.access.token,
+        "NGINX_USER": service.access.nginx_user,
+        # multi-model: 200 once the service is up, whatever is loaded
+        "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping".strip(),
+    }
+    nginx_conf = NginxConf(layout, run_dir / "nginx.conf", values)
+    conf = nginx_conf.write()
+    argv = [layout.binary, "-e", "stderr", "-p", str(run_dir), "-c", str(conf)]
+    check = Child("nginx-config-test", [*argv, "-t", "-q"])
+    check.start()
+    if not check.wait(30) or check.proc is None or check.proc.returncode != 0:
+        raise StartupError(f"nginx rejected the generated config {conf} (see the log above)")
+    nginx = Child("nginx", argv, child_environment(settings), graceful_signal=signal.SIGQUIT)
+    return nginx, nginx_conf
+
+
+def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
+    run_dir = prepare_run_dir(args.run_dir)
+    log.info("run directory: %s", run_dir)
+    if settings.multi_model:  # models come and go through the /models API
+        if not args.model_dir.is_dir():
+            raise StartupError(f"model directory {args.model_dir} does not exist")
+        models: list[Model] = []
+        default = ""
+        log.info("multi-model endpoint: models under %s are loaded on request", args.model_dir)
+    else:
+        models = discover_models(args.model_dir)
+        default = default_model(models, settings.default_model_name).name
+        log.info(
+            "models: %s (default %s)",
+            ", ".join(f"{m.name} {list(m.versions)}" for m in models),
+            default,
+        )
+    ports = allocate_model_server_ports(settings)
+    rest_ports = [rest for _, rest in ports]
+    layout = find_nginx(NGINX_DIR)
+    service = service_process(
+        settings, args.model_dir, run_dir, default, ports, child_environment(settings)
+    )
+    ready_file = new_ready_file()
+    try:
+        nginx, nginx_conf = nginx_child(
+            settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
+        )
+    except BaseException:
+        shutil.rmtree(ready_file.parent, ignore_errors=True)
+        raise
+    stack = Stack(
+        settings=settings,
+        run_dir=run_dir,
+        models=models,
+        default_model=default,
+        rest_ports=rest_ports,
+        grpc_ports=[grpc for grpc, _ in ports],
+        nginx=nginx,
+        nginx_conf=nginx_conf,
+        service=service,
+        ready_file=ready_file,
+        model_servers=model_server_children(settings, models, run_dir, ports),
+    )
+    if settings.log_format == "json":  # children that write plain text get their lines wrapped
+        for child in stack.children:
+            child.relay = log_setup.relay_as_json
+    return stack
+
+
+def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
+    """Multi-model: when a model server dies, every model counts as unloaded (invoke answers
+    404, so SageMaker loads it again). Marking the registry stale takes no lock, so the
+    supervisor never waits on a load in progress; the service's next load or unload sends
+    the surviving instances the list without the old models."""
+    from sagemaker_serving.multimodel.manager import Registry
+
+    registry = Registry(mme_state_dir(stack.run_dir))
+
+    def on_death(child: Child) -> None:
+        if child in stack.model_servers:
+            count = len(registry.read())
+            registry.invalidate()
+            log.warning("%s died: %d model(s) now count as unloaded", child.name, count)
+
+    return on_death
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def service_ready(socket_path: str, token: str, timeout: float = 1.0) -> bool:
+    """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
+    conn = _UnixHTTPConnection(socket_path, timeout)
+    try:
+        conn.request("GET", "/ping", headers={TOKEN_HEADER: token})
+        reply = conn.getresponse()
+        reply.read()
+        return reply.status == 200
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
+    """Until every model is AVAILABLE on every instance and the Python service answers (False
+    on deadline, stop or death); then lets /ping probe them (ready_file)."""
+    deadline = time.monotonic() + stack.settings.wait_time_seconds
+    pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
+    if not stack.models:  # multi-model: every instance up (it loads models on request)
+        pending = {(port, "") for port in stack.rest_ports}
+    service_pending = True
+    while pending or service_pending:
+        if supervisor.stopping:
+            return False
+        dead = [c for c in stack.children if not c.alive()]
+        if dead:
+            log.error("%s exited during start-up", ", ".join(c.name for c in dead))
+            return False
+        if time.monotonic() > deadline:
+            log.error(
+                "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
+                stack.settings.wait_time_seconds,
+                sorted(pending) + (["python-service"] if service_pending else []),
+            )
+            return False
+        pending = {
+            (port, name)
+            for port, name in pending
+            if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
+        }
+        service_pending = service_pending and not service_ready(
+            stack.service.socket_path, stack.service.access.token
+        )
+        if pending or service_pending:
+            supervisor.sleep(0.25)
+    stack.ready_file.touch()
+    return True
+
+
+def shutdown(stack: Stack, requested_at: float) -> None:
+    """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
+    servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
+    deadline = requested_at + SHUTDOWN_BUDGET_SECONDS
+    backends_at = deadline - KILL_RESERVE_SECONDS - BACKEND_STOP_SECONDS
+    log.info(
+        "shutting down: draining requests (up to %ds), done within %.0fs",
+        NGINX_DRAIN_SECONDS,
+        SHUTDOWN_BUDGET_SECONDS,
+    )
+    if stack.nginx.alive():
+        stack.nginx_conf.write(draining=True)
+        stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
+        time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
+    stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
+    backends = [stack.service.child, *stack.model_servers]
+    stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
+    stack.service.cleanup()
+    shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
+    log.info("stopped")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = Settings.from_env()
+        log_setup.configure("INFO", settings.log_format)
+        if args.model_dir is None:
+            args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
+        stack = build_stack(args, settings)
+    except (
+        SettingsError,
+        ModelDiscoveryError,
+        NginxSetupError,
+        StartupError,
+        UserCodeError,
+        UniversalCodeError,
+        OSError,
+    ) as exc:
+        log.error("cannot start: %s", exc)
+        return 2
+    watchdog = Watchdog()
+    try:
+        watchdog.start()
+    except OSError as exc:
+        log.error("cannot start: the watchdog: %s", exc)
+        return 2
+    # should serve die without its shutdown, the watchdog removes its temporary directories
+    for directory in (stack.ready_file.parent, stack.service.socket_dir):
+        watchdog.remove_on_exit(directory)
+    if args.run_dir is None:
+        watchdog.remove_on_exit(stack.run_dir)
+    for child in stack.children:
+        child.watchdog = watchdog
+    supervisor = Supervisor(stack.children, watchdog=watchdog)
+    supervisor.install_signal_handlers()
+    if settings.multi_model:
+        supervisor.on_death = forget_models_on_crash(stack)
+    try:
+        stack.nginx.start()
+        stack.service.child.start()
+        for child in stack.model_servers:
+            child.start()
+        if not wait_until_ready(stack, supervisor):
+            return 0 if supervisor.stopping else 1
+        log.info(
+            "ready: http://%s:%d (models %s)",
+            args.host or "0.0.0.0",
+            settings.bind_to_port,
+            ", ".join(m.name for m in stack.models),
+        )
+        failed = supervisor.run()
+        if failed is not None:
+            log.error(
+                "%s died %d times within %.0fs: giving up",
+                failed.name,
+                len(failed.deaths),
+                failed.policy.window_seconds,
+            )
+            return 1
+        return 0
+    finally:
+        shutdown(stack, supervisor.stop_requested_at or time.monotonic())
+        if args.run_dir is None:
+            shutil.rmtree(stack.run_dir, ignore_errors=True)
+        watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
+
+
+def main(argv: list[str] | None = None) -> None:
+    log_setup.configure("INFO", "text")  # until the settings say which format
+    sys.exit(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Prepare and describe the Python service process (gunicorn + falcon) for serve."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_serving.config import access as service_access
+from sagemaker_serving.config.access import Access, new_access, token_fd
+from sagemaker_serving.config.settings import Settings, SettingsError
+from sagemaker_serving.frontdoor.front_metrics import bind_socket
+from sagemaker_serving.launcher.supervisor import Child
+from sagemaker_serving.launcher.universal_code import download_universal_code
+from sagemaker_serving.service.app import ServiceConfig
+from sagemaker_serving.service.user_code import code_paths, has_user_code, install_requirements
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceProcess:
+    child: Child
+    socket_path: str
+    socket_dir: Path
+    handles_invocations: bool  # True with user code; else it only takes the binary formats
+
+    metrics_socket: Path  # nginx sends a datagram per request it answers (front_metrics.py)
+    access: Access  # the run's secret nginx sends along, and who nginx's workers are
+
+    def cleanup(self) -> None:
+        for fd in self.child.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def mme_state_dir(run_dir: Path) -> Path:
+    """Where the multi-model registry, its lock and per-model packages live."""
+    return run_dir / "multi-model"
+
+
+def fresh_mme_state_dir(run_dir: Path) -> Path:
+    """An empty state dir: a new run starts with no models (its model servers have none),
+    whatever an earlier run with the same --run-dir left behind."""
+    state_dir = mme_state_dir(run_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    return state_dir
+
+
+def service_process(
+    settings: Settings,
+    model_dir: Path,
+    run_dir: Path,
+    default_model: str,
+    ports: list[tuple[int, int]],
+    env: dict[str, str],
+) -> ServiceProcess:
+    """Install requirements, write the service config, and build the gunicorn child."""
+    if settings.gunicorn_worker_class == "gevent" and importlib.util.find_spec("gevent") is None:
+        raise SettingsError(
+            "SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent is not installed (use gthread or sync)"
+        )
+    code_dir = model_dir / "code"
+    if settings.universal_bucket and settings.universal_prefix:
+        code_dir = download_universal_code(
+            settings.universal_bucket, settings.universal_prefix, run_dir / "universal-code"
+        )
+    user_code = has_user_code(code_dir) or settings.multi_model
+    python_paths: list[str] = []
+    if user_code:
+        installed = install_requirements(
+            code_dir, run_dir / "python-packages", settings.wait_time_seconds
+        )
+        python_paths = code_paths(code_dir, installed)
+    config = ServiceConfig(
+        code_dir=str(code_dir),
+        default_model=default_model,
+        rest_ports=[rest for _, rest in ports],
+        grpc_ports=[grpc for grpc, _ in ports],
+        # answer (504) a little before nginx gives up on the request
+        request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
+        python_paths=python_paths,
+        multi_model=settings.multi_model,
+        model_root=str(model_dir.resolve()),
+        state_dir=str(mme_state_dir(run_dir)),
+        load_timeout_seconds=float(settings.wait_time_seconds),
+        memory_reserve_bytes=settings.mme_memory_reserve_mb * 1024 * 1024,
+    )
+    fresh_mme_state_dir(run_dir)
+    config_path = run_dir / "service.json"
+    config_path.write_text(config.to_json())
+    access = new_access()
+    socket_dir = service_access.socket_dir(access)  # for nginx's workers only
+    socket_path = str(socket_dir / "gunicorn.sock")
+    metrics_dir = run_dir / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    workers = settings.gunicorn_workers if user_code else min(2, settings.gunicorn_workers)
+    argv = [
+        sys.executable,
+        "-m",
+        "sagemaker_serving.service.main",
+        str(config_path),
+        f"--bind=unix:{socket_path}",
+        f"--workers={workers}",
+        f"--threads={settings.gunicorn_threads}",
+        f"--worker-class={settings.gunicorn_worker_class}",
+        f"--timeout={settings.gunicorn_timeout_seconds}",
+        f"--log-level={settings.gunicorn_log_level}",
+        f"--log-format={settings.log_format}",
+        f"--umask={access.umask:o}",
+    ]
+    metrics_socket = socket_dir / "front-metrics.sock"
+    metrics_fd = bind_socket(metrics_socket, access).detach()
+    secret_fd = token_fd(access.token)
+    argv += [f"--front-metrics-fd={metrics_fd}", f"--token-fd={secret_fd}"]
+    child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    child_env.pop("PYTHONPATH", None)
+    log.info(
+        "Python service: %s (%s)",
+        "user code in " + str(code_dir) if user_code else "built-in formats only",
+        ", ".join(python_paths) or "no extra paths",
+    )
+    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd))
+    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_socket, access)

@@ -1,0 +1,150 @@
+"""Run the Python service under gunicorn (embedded), from the JSON config serve wrote.
+
+python -m sagemaker_serving.service.main CONFIG.json --bind unix:SOCKET --token-fd FD
+    [--front-metrics-fd FD] [gunicorn options]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import stat
+from pathlib import Path
+
+import orjson
+from gunicorn import glogging, util
+from gunicorn.app.base import BaseApplication
+
+from sagemaker_serving.config import log_setup
+from sagemaker_serving.config.access import read_token
+from sagemaker_serving.config.settings import LOG_FORMATS
+from sagemaker_serving.frontdoor.front_metrics import FrontMetricsReceiver
+from sagemaker_serving.service.app import ServiceConfig, create_app, guarded
+from sagemaker_serving.service.metrics import ServiceMetrics
+
+# gunicorn accepts whatever nginx in front passes on: with nginx's default header buffers
+# (4 x 8 KB) a request line of up to 8190 bytes, header lines of up to 8 KB, and at most
+# about 8,000 of them in 32 KB. Still bounded: a worker buffers a request's head before the
+# run's secret is checked.
+REQUEST_LIMITS = {
+    "limit_request_line": 8190,  # gunicorn's maximum
+    "limit_request_fields": 10000,
+    "limit_request_field_size": 16384,
+}
+
+
+class ServiceLogger(glogging.Logger):
+    """gunicorn's own lines through our handlers (log_setup), and no access lines: nginx
+    writes those, and gunicorn would format one per request only to drop it."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        for logger in (self.error_log, self.access_log):
+            logger.handlers.clear()
+            logger.propagate = True
+
+    def access(self, resp, req, environ, request_time) -> None:
+        return
+
+
+def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
+    """gunicorn.util.write_error with a JSON body instead of an HTML page: what gunicorn
+    itself answers (a request it cannot parse: 400, 414, 431, 501; a crash: 500)."""
+    body = orjson.dumps({"error": f"{reason}: {mesg}" if mesg else reason}) + b"\n"
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+def json_errors() -> None:
+    """Every worker class answers its errors through Worker.handle_error, which calls
+    `util.write_error` by module attribute: replaced here, in the master, before any fork."""
+    util.write_error = write_json_error
+
+
+class ServiceApplication(BaseApplication):
+    def __init__(self, config: ServiceConfig, options: dict, token: str) -> None:
+        self.config_obj = config
+        self.options = options
+        self.token = token
+        self.metrics: ServiceMetrics | None = None
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        """In each worker: the app, and this process's one ServiceMetrics."""
+        self.metrics = ServiceMetrics()
+        return guarded(create_app(self.config_obj, self.metrics), self.token)
+
+
+def front_metrics_hook(fd: int | None, token: str):
+    """gunicorn's post_worker_init: a receiver thread for nginx's datagrams in the worker."""
+
+    def post_worker_init(worker) -> None:
+        if fd is None or worker.app.metrics is None:
+            return
+        # made in the worker, after gevent (if used) has patched the socket module
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=fd)
+        FrontMetricsReceiver(sock, worker.app.metrics, token).start()
+
+    return post_worker_init
+
+
+def when_ready(server) -> None:
+    """gunicorn chowns its unix socket to its own group; in a setgid directory (serve as
+    root: service_access.socket_dir) the socket gets the directory's group back, so that
+    nginx's workers (and nothing else but root) can connect."""
+    for listener in server.LISTENERS:
+        address = listener.cfg_addr
+        if isinstance(address, str) and not address.startswith("\0"):
+            folder = os.stat(os.path.dirname(address))
+            if folder.st_mode & stat.S_ISGID:
+                os.chown(address, -1, folder.st_gid)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sagemaker_serving.service.main")
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--bind", required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--worker-class", default="gthread")
+    parser.add_argument("--timeout", type=int, default=30)
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
+    parser.add_argument("--umask", type=lambda text: int(text, 8), default=0o177)
+    parser.add_argument("--token-fd", type=int, required=True, help="service_access.token_fd")
+    parser.add_argument("--front-metrics-fd", type=int, help="inherited socket: front_metrics.py")
+    args = parser.parse_args(argv)
+    log_setup.configure(args.log_level, args.log_format)
+    token = read_token(args.token_fd)
+    json_errors()
+    options = {
+        "bind": args.bind,
+        "umask": args.umask,
+        "workers": args.workers,
+        "threads": args.threads,
+        "worker_class": args.worker_class,
+        "timeout": args.timeout,
+        "graceful_timeout": 3,  # within serve's BACKEND_STOP_SECONDS (serve.py)
+        "keepalive": 75,
+        "loglevel": args.log_level,
+        "accesslog": None,
+        "errorlog": "-",
+        "logger_class": ServiceLogger,
+        "control_socket_disable": True,
+        "when_ready": when_ready,
+        "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
+        **REQUEST_LIMITS,
+    }
+    ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,468 @@
+"""Which model versions are loaded: TF Serving's file-system source and manager in one object.
+
+Every poll reads each model's base path, picks the versions its policy aspires to, loads new
+ones before unloading old ones (availability preserving), retries failed loads, and keeps the
+state of every version it has seen for GetModelStatus.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import enum
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tensorflow_serving.config import model_server_config_pb2
+
+from tfs_model_server.core.errors import (
+    Code,
+    ServingError,
+    failed_precondition,
+    invalid_argument,
+    not_found,
+)
+from tfs_model_server.core.servable import Servable
+
+log = logging.getLogger(__name__)
+
+ModelConfig = model_server_config_pb2.ModelConfig
+Loader = Callable[[str, int, Path], Servable]
+
+
+class State(enum.IntEnum):
+    """ModelVersionStatus.State numbers (apis/get_model_status.proto)."""
+
+    UNKNOWN = 0
+    START = 10
+    LOADING = 20
+    AVAILABLE = 30
+    UNLOADING = 40
+    END = 50
+
+
+@dataclass
+class VersionRecord:
+    """One version's lifecycle: state, last error, the loaded servable and its users."""
+
+    version: int
+    path: Path
+    state: State = State.START
+    error: ServingError | None = None
+    servable: Servable | None = None
+    users: int = 0
+
+
+class ModelRecord:
+    """A configured model and every version seen under its base path."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self.versions: dict[int, VersionRecord] = {}
+        self.labels: dict[str, int] = {}
+        self.base_path_warned = False
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def scan_versions(base_path: str) -> dict[int, Path]:
+    """Numeric children of base_path (int64, leading zeros allowed); first wins on duplicates."""
+    found: dict[int, Path] = {}
+    for child in sorted(Path(base_path).iterdir()):
+        try:
+            version = int(child.name)
+        except ValueError:
+            continue
+        if not child.name.lstrip("-").isdigit() or version < 0 or version >= 2**63:
+            continue
+        if version in found:
+            log.warning(
+                "Duplicate version directories detected: version %d at %s and %s",
+                version,
+                found[version],
+                child,
+            )
+            continue
+        found[version] = child
+    return found
+
+
+def aspired_versions(config: ModelConfig, on_disk: dict[int, Path]) -> dict[int, Path]:
+    """The versions the model's version policy asks for, among those on disk."""
+    policy = config.model_version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return dict(on_disk)
+    if which == "specific":
+        return {v: p for v, p in on_disk.items() if v in set(policy.specific.versions)}
+    count = policy.latest.num_versions if which == "latest" and policy.latest.num_versions else 1
+    return {v: on_disk[v] for v in sorted(on_disk, reverse=True)[:count]}
+
+
+def validate_config(configs: Sequence[ModelConfig]) -> None:
+    """TF Serving's checks on a model_config_list (server_core.cc ValidateModelConfigList)."""
+    seen: set[str] = set()
+    for config in configs:
+        if config.name in seen:
+            raise invalid_argument(
+                f"Illegal to list model {config.name} multiple times in config list"
+            )
+        seen.add(config.name)
+        if not config.base_path.startswith("/") and "://" not in config.base_path:
+            raise invalid_argument(
+                f"Expected model {config.name} to have an absolute path or URI; got base_path()="
+                f"{config.base_path}"
+            )
+        if config.model_platform and config.model_platform != "tensorflow":
+            raise invalid_argument(
+                f"Model {config.name} has an unsupported model_platform "
+                f"{config.model_platform}; only 'tensorflow' is served"
+            )
+        if not config.model_platform and config.model_type == 0:
+            raise invalid_argument(
+                "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+                "ModelServerConfig::model_platform."
+            )
+
+
+def release_memory() -> None:
+    """Give an unloaded model's memory back to the system: collect its reference cycles,
+    then have glibc return free heap pages (its large tensors are on the heap once the
+    dynamic mmap threshold has grown, and would otherwise stay in the process)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class ModelManager:
+    """Loads, serves and unloads model versions according to a model_config_list."""
+
+    def __init__(
+        self,
+        loader: Loader,
+        *,
+        poll_wait_seconds: float = 1.0,
+        max_load_retries: int = 5,
+        load_retry_interval_s: float = 60.0,
+        allow_labels_for_unavailable: bool = False,
+    ) -> None:
+        self._loader = loader
+        self._poll_wait = poll_wait_seconds
+        self._max_retries = max(0, max_load_retries)
+        self._retry_interval = load_retry_interval_s
+        self._allow_unavailable_labels = allow_labels_for_unavailable
+        self._models: dict[str, ModelRecord] = {}
+        self._retired: dict[str, ModelRecord] = {}
+        self._lock = threading.Condition()
+        self._poll_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ----- configuration -------------------------------------------------------------
+    def set_config(self, configs: Sequence[ModelConfig]) -> None:
+        """Replace the served models: new ones are added, absent ones unloaded, labels checked."""
+        validate_config(configs)
+        with self._lock:
+            old = self._models
+            fresh: dict[str, ModelRecord] = {}
+            for config in configs:
+                record = old.get(config.name) or self._retired.pop(config.name, None)
+                if record is None:
+                    record = ModelRecord(config)
+                record.config = config
+                fresh[config.name] = record
+            for name, record in old.items():
+                if name not in fresh:
+                    self._retired[name] = record
+            self._models = fresh
+        self.poll()
+
+    def apply_labels(self, configs: Sequence[ModelConfig]) -> None:
+        """Set version labels; a label may only name an AVAILABLE version (unless allowed)."""
+        with self._lock:
+            for config in configs:
+                record = self._models.get(config.name)
+                if record is None:
+                    continue
+                labels = dict(config.version_labels)
+                for label, version in labels.items():
+                    rec = record.versions.get(version)
+                    available = rec is not None and rec.state is State.AVAILABLE
+                    newly_added = label not in record.labels
+                    if not available and not (self._allow_unavailable_labels and newly_added):
+                        raise failed_precondition(
+                            f"Request to assign label to version {version} of model "
+                            f"{config.name}, which is not currently available for inference"
+                        )
+                record.labels = labels
+
+    def start_polling(self) -> None:
+        """Poll base paths every poll_wait_seconds in the background (if > 0)."""
+        if self._poll_wait <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._poll_loop, name="tfs-fs-poller", daemon=True)
+        self._thread.start()
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self._poll_wait):
+            try:
+                self.poll()
+            except Exception:  # a poll failure must not kill the poller
+                log.exception("file system poll failed")
+
+    # ----- the poll: load and unload -------------------------------------------------
+    def poll(self) -> None:
+        """One pass over every model (and retired ones): load aspired versions, unload the rest."""
+        with self._poll_lock:
+            with self._lock:
+                models = list(self._models.values())
+                retired = list(self._retired.values())
+            for record in models:
+                self._reconcile(record, self._aspired(record))
+            for record in retired:  # removed from the config: unload, keep END states
+                self._reconcile(record, {})
+
+    def _aspired(self, record: ModelRecord) -> dict[int, Path] | None:
+        base = record.config.base_path
+        try:
+            on_disk = scan_versions(base)
+        except FileNotFoundError:
+            log.error(
+                "File system access error: Could not find base path %s for servable %s",
+                base,
+                record.name,
+            )
+            return None
+        except OSError as exc:
+            log.error("File system access error for servable %s: %s", record.name, exc)
+            return None
+        if not on_disk and not record.base_path_warned:
+            log.warning(
+                "No versions of servable %s found under base path %s. Did you forget to name "
+                "your leaf directory as a number (eg. '/1/')?",
+                record.name,
+                base,
+            )
+            record.base_path_warned = True
+        return aspired_versions(record.config, on_disk)
+
+    def _reconcile(self, record: ModelRecord, aspired: dict[int, Path] | None) -> None:
+        if aspired is None:  # unreadable base path: change nothing
+            return
+        for version in sorted(aspired):
+            with self._lock:
+                rec = record.versions.get(version)
+                if rec is not None and rec.state in (State.AVAILABLE, State.LOADING):
+                    continue
+                if rec is not None and rec.state is State.END and rec.error is not None:
+                    continue  # failed load: not retried until it leaves and comes back
+                rec = VersionRecord(version=version, path=aspired[version], state=State.START)
+                record.versions[version] = rec
+            self._load(record.name, rec)
+        for version, rec in sorted(record.versions.items()):
+            if version not in aspired and rec.state is State.AVAILABLE:
+                self._unload(record.name, rec)
+            elif version not in aspired and rec.state is State.END and rec.error is not None:
+                with self._lock:
+                    del record.versions[version]
+
+    def _load(self, name: str, rec: VersionRecord) -> None:
+        with self._lock:
+            rec.state = State.LOADING
+            self._lock.notify_all()
+        log.info(
+            "Loading servable version {name: %s version: %d} from %s", name, rec.version, rec.path
+        )
+        error: ServingError | None = None
+        for attempt in range(self._max_retries + 1):
+            if attempt:
+                log.info(
+                    "Retrying load of servable version {name: %s version: %d} (%d of %d)",
+                    name,
+                    rec.version,
+                    attempt,
+                    self._max_retries,
+                )
+                if self._stop.wait(self._retry_interval):
+                    break
+            try:
+                servable = self._loader(name, rec.version, rec.path)
+            except ServingError as exc:
+                error = exc
+            except Exception as exc:
+                error = ServingError(Code.UNKNOWN, f"{type(exc).__name__}: {exc}")
+            else:
+                with self._lock:
+                    rec.servable, rec.state, rec.error = servable, State.AVAILABLE, None
+                    self._lock.notify_all()
+                log.info(
+                    "Successfully loaded servable version {name: %s version: %d}", name, rec.version
+                )
+                return
+            log.error(
+                "Loading servable: {name: %s version: %d} failed: %s",
+                name,
+                rec.version,
+                error.message,
+            )
+        with self._lock:
+            rec.state, rec.error = State.END, error
+            self._lock.notify_all()
+
+    def _unload(self, name: str, rec: VersionRecord, deadline_s: float = 60.0) -> None:
+        with self._lock:
+            rec.state = State.UNLOADING
+            end = time.monotonic() + deadline_s
+            while rec.users > 0 and time.monotonic() < end:
+                self._lock.wait(0.1)
+            servable, rec.servable = rec.servable, None
+        if servable is not None:
+            servable.close()
+            del servable
+            release_memory()
+        with self._lock:
+            rec.state, rec.error = State.END, None
+            self._lock.notify_all()
+        log.info("Unloaded servable version {name: %s version: %d}", name, rec.version)
+
+    # ----- waiting --------------------------------------------------------------------
+    def wait_until_available(
+        self, names: Sequence[str], timeout_s: float | None = None
+    ) -> list[str]:
+        """Block until every aspired version of each model is AVAILABLE or failed.
+
+        Returns the error texts of the models that did not become available; a model with no
+        versions on disk keeps the wait going (as TF Serving does) until timeout_s.
+        """
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            while True:
+                pending, errors = [], []
+                for name in names:
+                    record = self._models.get(name)
+                    if record is None:
+                        errors.append(f"{name}: not configured")
+                        continue
+                    states = [
+                        r
+                        for r in record.versions.values()
+                        if r.state is not State.END or r.error is not None
+                    ]
+                    failed = [r for r in states if r.error is not None]
+                    if failed:
+                        errors.extend(
+                            f"{{name: {name} version: {r.version}}}: {r.error.message}"
+                            for r in failed
+                        )
+                    elif not any(r.state is State.AVAILABLE for r in states) or any(
+                        r.state in (State.START, State.LOADING) for r in states
+                    ):
+                        pending.append(name)
+                if not pending or self._stop.is_set():
+                    return errors
+                if end is not None and time.monotonic() >= end:
+                    return errors + [f"{n}: timed out waiting to become available" for n in pending]
+                self._lock.wait(0.2 if end is None else max(0.0, min(0.2, end - time.monotonic())))
+                if self._poll_wait <= 0 or self._thread is None:
+                    self._lock.release()
+                    try:
+                        self.poll()
+                    finally:
+                        self._lock.acquire()
+
+    # ----- serving ----------------------------------------------------------------------
+    def resolve_version(self, name: str, version: int | None, label: str | None) -> int:
+        """The version a request means (label, specific, or latest available)."""
+        with self._lock:
+            return self._resolve(name, version, label).version
+
+    def _resolve(self, name: str, version: int | None, label: str | None) -> VersionRecord:
+        record = self._models.get(name)
+        if label:
+            if record is None or label not in record.labels:
+                raise invalid_argument(f"Unrecognized servable version label: {label}")
+            version = record.labels[label]
+        if version is not None:
+            rec = record.versions.get(version) if record else None
+            if rec is None or rec.state is not State.AVAILABLE:
+                raise not_found(f"Servable not found for request: Specific({name}, {version})")
+            return rec
+        available = [
+            r for r in (record.versions.values() if record else ()) if r.state is State.AVAILABLE
+        ]
+        if not available:
+            raise not_found(f"Servable not found for request: Latest({name})")
+        return max(available, key=lambda r: r.version)
+
+    @contextlib.contextmanager
+    def servable(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> Iterator[Servable]:
+        """Hold a loaded version for the duration of one request."""
+        with self._lock:
+            rec = self._resolve(name, version, label)
+            rec.users += 1
+            servable = rec.servable
+        try:
+            assert servable is not None
+            yield servable
+        finally:
+            with self._lock:
+                rec.users -= 1
+                if rec.users == 0:
+                    self._lock.notify_all()
+
+    def version_states(
+        self, name: str, version: int | None = None, label: str | None = None
+    ) -> list[tuple[int, State, ServingError | None]]:
+        """(version, state, error) for GetModelStatus, latest version first."""
+        with self._lock:
+            record = self._models.get(name) or self._retired.get(name)
+            if label:
+                if record is None or label not in record.labels:
+                    raise invalid_argument(f"Unrecognized servable version label: {label}")
+                version = record.labels[label]
+            if record is None or not record.versions:
+                raise not_found(f"Could not find any versions of model {name}")
+            if version is not None:
+                rec = record.versions.get(version)
+                if rec is None:
+                    raise not_found(f"Could not find version {version} of model {name}")
+                return [(rec.version, rec.state, rec.error)]
+            return [
+                (r.version, r.state, r.error)
+                for r in sorted(record.versions.values(), key=lambda r: -r.version)
+            ]
+
+    def model_names(self) -> list[str]:
+        with self._lock:
+            return list(self._models)
+
+    def loaded(self) -> list[tuple[str, int, Servable]]:
+        """Every AVAILABLE servable (for metrics and shutdown)."""
+        with self._lock:
+            return [
+                (m.name, r.version, r.servable)
+                for m in self._models.values()
+                for r in m.versions.values()
+                if r.state is State.AVAILABLE and r.servable
+            ]
+
+    def close(self) -> None:
+        """Stop polling and unload everything."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            records = list(self._models.values()) + list(self._retired.values())
+        for record in records:
+            for rec in list(record.versions.values()):
+                if rec.state is State.AVAILABLE:
+                    self._unload(record.name, rec, deadline_s=5.0)

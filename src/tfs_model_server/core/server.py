@@ -1,0 +1,279 @@
+"""Start-up and shutdown of one model server process, as tensorflow_model_server does it.
+
+Start-up blocks until every configured model is AVAILABLE (a failed load ends the process),
+then serves gRPC and REST until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from tfs_model_server.api.grpc_api import start_grpc_server
+from tfs_model_server.api.metrics import ServingMetrics
+from tfs_model_server.api.rest_api import RestApi
+from tfs_model_server.batching.scheduler import BatchingOptions, SharedBatchScheduler
+from tfs_model_server.cli import flags
+from tfs_model_server.core import config_protos
+from tfs_model_server.core.dataplane import DataPlane
+from tfs_model_server.core.errors import Code, ServingError, invalid_argument
+from tfs_model_server.core.manager import ModelConfig, ModelManager
+from tfs_model_server.core.servable import Servable, session_config
+from tfs_model_server.core.warmup import run_warmup
+
+log = logging.getLogger(__name__)
+
+DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
+
+
+def batching_options(options: flags.ServerOptions) -> BatchingOptions:
+    """BatchingOptions from --batching_parameters_file (TF scheduler defaults for unset fields)."""
+    values: dict = {}
+    if options.batching_parameters_file:
+        params = config_protos.read_batching_parameters(options.batching_parameters_file)
+        for name in (
+            "max_batch_size",
+            "batch_timeout_micros",
+            "max_enqueued_batches",
+            "num_batch_threads",
+            "thread_pool_name",
+            "enable_large_batch_splitting",
+            "max_execution_batch_size",
+        ):
+            if params.HasField(name):
+                values[name] = getattr(params, name).value
+        values["allowed_batch_sizes"] = tuple(params.allowed_batch_sizes)
+        values["pad_variable_length_inputs"] = params.pad_variable_length_inputs
+    result = BatchingOptions(**values)
+    result.validate()
+    return result
+
+
+def initial_configs(options: flags.ServerOptions) -> list[ModelConfig]:
+    """The model_config_list from --model_config_file, or one model from --model_base_path."""
+    if options.model_config_file:
+        config = config_protos.read_model_server_config(options.model_config_file)
+        return list(config.model_config_list.config)
+    return [
+        ModelConfig(
+            name=options.model_name, base_path=options.model_base_path, model_platform="tensorflow"
+        )
+    ]
+
+
+class ModelServer:
+    """Owns the manager, the data plane and both API servers."""
+
+    def __init__(self, options: flags.ServerOptions) -> None:
+        self.options = options
+        self.metrics = ServingMetrics()
+        self.scheduler = (
+            SharedBatchScheduler(batching_options(options)) if options.enable_batching else None
+        )
+        intra = options.tensorflow_intra_op_parallelism or options.tensorflow_session_parallelism
+        inter = options.tensorflow_inter_op_parallelism or options.tensorflow_session_parallelism
+        self.session_config = session_config(intra, inter)
+        self.tags = [t.strip() for t in options.saved_model_tags.split(",") if t.strip()]
+        self.manager = ModelManager(
+            self._load,
+            poll_wait_seconds=options.file_system_poll_wait_seconds,
+            max_load_retries=options.max_num_load_retries,
+            load_retry_interval_s=options.load_retry_interval_micros / 1e6,
+            allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
+        )
+        self.plane = DataPlane(
+            self.manager, self.metrics, self.scheduler, options.enable_signature_method_name_check
+        )
+        self.metrics_path = self._metrics_path()
+        self._reload_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._grpc = None
+        self._rest: uvicorn.Server | None = None
+        self._rest_api: RestApi | None = None
+
+    def _metrics_path(self) -> str | None:
+        if not self.options.monitoring_config_file:
+            return None
+        config = config_protos.read_monitoring_config(self.options.monitoring_config_file)
+        if not config.prometheus_config.enable:
+            return None
+        return config.prometheus_config.path or DEFAULT_METRICS_PATH
+
+    def _load(self, name: str, version: int, path: Path) -> Servable:
+        start = time.perf_counter()
+        try:
+            servable = Servable(
+                name,
+                version,
+                path,
+                tags=self.tags,
+                config=self.session_config,
+                timeout_ms=self.options.rest_api_timeout_in_ms,
+            )
+        except Exception as exc:
+            self.metrics.load_attempt_count.inc(str(path), "fail")
+            if isinstance(exc, ServingError):
+                raise
+            message = getattr(exc, "message", None) or str(exc)
+            raise ServingError(
+                Code.NOT_FOUND if "not found" in message.lower() else Code.UNKNOWN, message
+            ) from exc
+        self.metrics.load_attempt_count.inc(str(path), "success")
+        self.metrics.load_latency.inc(str(path), amount=int((time.perf_counter() - start) * 1e6))
+        if self.options.enable_model_warmup:
+            try:
+                run_warmup(servable, self.plane, self.options.num_request_iterations_for_warmup)
+            except BaseException:
+                servable.close()
+                raise
+        return servable
+
+    # ----- configuration ---------------------------------------------------------------
+    def reload_config(self, config: config_protos.ModelServerConfig) -> None:
+        """Apply a new model_config_list: blocks until new models are AVAILABLE or failed."""
+        configs = list(config.model_config_list.config)
+        with self._reload_lock:
+            self.manager.set_config(configs)
+            errors = self.manager.wait_until_available([c.name for c in configs])
+            if errors:
+                raise ServingError(
+                    Code.UNKNOWN,
+                    f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
+                )
+            self.manager.apply_labels(configs)
+
+    def _poll_config_file(self) -> None:
+        wait = self.options.model_config_file_poll_wait_seconds
+        last = None
+        while not self._stop.wait(wait):
+            try:
+                config = config_protos.read_model_server_config(self.options.model_config_file)
+                if config == last:
+                    continue
+                last = config
+                self.reload_config(config)
+            except ServingError as exc:
+                log.error(
+                    "Failed to reload model config %s: %s",
+                    self.options.model_config_file,
+                    exc.message,
+                )
+
+    # ----- lifecycle --------------------------------------------------------------------
+    def start(self) -> None:
+        """Load every model (blocking), then open the gRPC and REST ports."""
+        configs = initial_configs(self.options)
+        self.manager.set_config(configs)
+        self.manager.start_polling()
+        errors = self.manager.wait_until_available([c.name for c in configs])
+        if errors:
+            raise ServingError(
+                Code.UNKNOWN,
+                f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
+            )
+        self.manager.apply_labels(configs)
+        if self.options.model_config_file and self.options.model_config_file_poll_wait_seconds > 0:
+            threading.Thread(
+                target=self._poll_config_file, name="tfs-config-poller", daemon=True
+            ).start()
+        if self.options.port or self.options.grpc_socket_path:
+            self._grpc = start_grpc_server(
+                self.plane,
+                self.reload_config,
+                port=self.options.port,
+                socket_path=self.options.grpc_socket_path,
+                max_threads=self.options.grpc_max_threads,
+                channel_arguments=flags.grpc_channel_arguments(self.options.grpc_channel_arguments),
+                host=self.options.bind_address,
+            )
+            log.info(
+                "Running gRPC ModelServer at %s:%d ...",
+                self.options.bind_address,
+                self.options.port,
+            )
+
+    def serve(self) -> None:
+        """Serve until SIGTERM/SIGINT (REST runs the event loop when it is enabled)."""
+        rest_port = self.options.rest_api_port
+        if rest_port and rest_port == self.options.port:
+            log.error(
+                "--rest_api_port cannot be the same as --port. Please use a different port "
+                "for HTTP/REST API. Skipped setting up HTTP/REST API."
+            )
+            rest_port = 0
+        if not rest_port:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self._stop.set())
+            self._stop.wait()
+            return
+        self._rest_api = RestApi(
+            self.plane,
+            num_threads=self.options.rest_api_num_threads,
+            timeout_ms=self.options.rest_api_timeout_in_ms,
+            metrics_path=self.metrics_path,
+            enable_cors=self.options.rest_api_enable_cors_support,
+        )
+        config = uvicorn.Config(
+            self._rest_api,
+            host=self.options.bind_address,
+            port=rest_port,
+            http="httptools",
+            loop="asyncio",
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            timeout_keep_alive=75,
+            backlog=2048,
+        )
+        self._rest = uvicorn.Server(config)
+        log.info("Exporting HTTP/REST API at:%s:%d ...", self.options.bind_address, rest_port)
+        asyncio.run(self._rest.serve())
+
+    def stop(self) -> None:
+        """Stop serving and unload every model."""
+        self._stop.set()
+        if self._rest is not None:
+            self._rest.should_exit = True
+        if self._grpc is not None:
+            self._grpc.stop(grace=2).wait(5)
+        if self._rest_api is not None:
+            self._rest_api.close()
+        if self.scheduler is not None:
+            self.scheduler.close()
+        self.manager.close()
+
+
+def run(options: flags.ServerOptions) -> int:
+    """Run a server to completion; the process exit code."""
+    try:
+        server = ModelServer(options)
+    except ServingError as exc:
+        print(f"Failed to start server. Error: {exc.message}", flush=True)
+        return 1
+    try:
+        server.start()
+    except (ServingError, OSError) as exc:
+        message = exc.message if isinstance(exc, ServingError) else str(exc)
+        print(f"Failed to start server. Error: {message}", flush=True)
+        server.stop()
+        return 1
+    try:
+        server.serve()
+    finally:
+        server.stop()
+    return 0
+
+
+def check_files(options: flags.ServerOptions) -> None:
+    """Fail early, with the file's name, on config files that cannot be read."""
+    for name in ("model_config_file", "batching_parameters_file", "monitoring_config_file"):
+        path = getattr(options, name)
+        if path and not os.path.isfile(path):
+            raise invalid_argument(f"--{name}: no such file: {path}")

@@ -1,0 +1,314 @@
+"""Tests for sagemaker_serving.config.settings: parsing, validation, defaults and derived values."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from sagemaker_serving.config import settings as settings_module
+from sagemaker_serving.config.settings import VARIABLES, Settings, SettingsError
+
+
+def parse(cpu_count: int = 4, **env: str) -> Settings:
+    return Settings.from_env(env, cpu_count=cpu_count)
+
+
+def test_defaults():
+    s = parse(cpu_count=4)
+    assert dataclasses.asdict(s) == {
+        "bind_to_port": 8080,
+        "safe_port_range": None,
+        "multi_model": False,
+        "default_model_name": None,
+        "enable_batching": False,
+        "max_batch_size": 8,
+        "batch_timeout_micros": 1000,
+        "num_batch_threads": 4,
+        "max_enqueued_batches": 4,
+        "batch": False,
+        "instance_count": 1,
+        "gpu_memory_margin": 0.2,
+        "inter_op_parallelism": 0,
+        "intra_op_parallelism": 0,
+        "wait_time_seconds": 300,
+        "nginx_log_level": "error",
+        "tfs_version": None,
+        "gunicorn_workers": 4,
+        "gunicorn_threads": 8,
+        "gunicorn_worker_class": "gthread",
+        "gunicorn_log_level": "info",
+        "gunicorn_timeout_seconds": 30,
+        "log_format": "text",
+        "nginx_proxy_read_timeout_seconds": 60,
+        "nginx_client_timeout_seconds": 10,
+        "nginx_max_connections_per_client": 1024,
+        "universal_bucket": None,
+        "universal_prefix": None,
+        "mme_memory_reserve_mb": 256,
+        "max_payload_in_mb": None,
+        "batch_strategy": None,
+        "max_concurrent_transforms": None,
+        "onednn_system_allocator": None,
+        "omp_num_threads": "1",
+        "cpu_count": 4,
+    }
+    assert s.proxy_read_timeout_seconds == 60
+    assert s.body_limit_bytes == 100 * 1024 * 1024
+
+
+def test_reads_os_environ_and_cpu_count_by_default(monkeypatch):
+    monkeypatch.setenv("SAGEMAKER_TFS_INSTANCE_COUNT", "3")
+    monkeypatch.delenv("SAGEMAKER_TFS_NUM_BATCH_THREADS", raising=False)
+    monkeypatch.setattr(settings_module.os, "cpu_count", lambda: 7)
+    s = Settings.from_env()
+    assert s.instance_count == 3
+    assert s.cpu_count == 7
+    assert s.num_batch_threads == 7
+
+
+def test_unknown_cpu_count_counts_as_one(monkeypatch):
+    monkeypatch.setattr(settings_module.os, "cpu_count", lambda: None)
+    assert Settings.from_env({}).cpu_count == 1
+
+
+def test_settings_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parse().bind_to_port = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "field", "expected"),
+    [
+        ("SAGEMAKER_BIND_TO_PORT", "8081", "bind_to_port", 8081),
+        ("SAGEMAKER_BIND_TO_PORT", " 65535 ", "bind_to_port", 65535),
+        ("SAGEMAKER_BIND_TO_PORT", "1", "bind_to_port", 1),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "9000-9999", "safe_port_range", (9000, 9999)),
+        ("SAGEMAKER_SAFE_PORT_RANGE", " 10 - 10 ", "safe_port_range", (10, 10)),
+        ("SAGEMAKER_MULTI_MODEL", "TRUE", "multi_model", True),
+        ("SAGEMAKER_MULTI_MODEL", "False", "multi_model", False),
+        (
+            "SAGEMAKER_TFS_DEFAULT_MODEL_NAME",
+            "half_plus_two",
+            "default_model_name",
+            "half_plus_two",
+        ),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "0-model.v2", "default_model_name", "0-model.v2"),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "None", "default_model_name", None),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "", "default_model_name", None),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "m" * 255, "default_model_name", "m" * 255),
+        ("SAGEMAKER_TFS_ENABLE_BATCHING", "true", "enable_batching", True),
+        ("SAGEMAKER_TFS_MAX_BATCH_SIZE", "128", "max_batch_size", 128),
+        ("SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", "0", "batch_timeout_micros", 0),
+        ("SAGEMAKER_TFS_NUM_BATCH_THREADS", "2", "num_batch_threads", 2),
+        ("SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", "1000000", "max_enqueued_batches", 1000000),
+        ("SAGEMAKER_BATCH", "true", "batch", True),
+        ("SAGEMAKER_BATCH", "FALSE", "batch", False),
+        ("SAGEMAKER_BATCH", "", "batch", False),
+        ("SAGEMAKER_TFS_INSTANCE_COUNT", "+4", "instance_count", 4),
+        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "0", "gpu_memory_margin", 0.0),
+        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "0.5", "gpu_memory_margin", 0.5),
+        ("SAGEMAKER_TFS_INTER_OP_PARALLELISM", "2", "inter_op_parallelism", 2),
+        ("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", "16", "intra_op_parallelism", 16),
+        ("SAGEMAKER_TFS_WAIT_TIME_SECONDS", "600", "wait_time_seconds", 600),
+        ("SAGEMAKER_TFS_NGINX_LOGLEVEL", "WARN", "nginx_log_level", "warn"),
+        ("SAGEMAKER_TFS_VERSION", "2.21", "tfs_version", "2.21"),
+        ("SAGEMAKER_GUNICORN_WORKERS", "4", "gunicorn_workers", 4),
+        ("SAGEMAKER_GUNICORN_THREADS", "8", "gunicorn_threads", 8),
+        ("SAGEMAKER_GUNICORN_WORKER_CLASS", "gthread", "gunicorn_worker_class", "gthread"),
+        ("SAGEMAKER_GUNICORN_LOGLEVEL", "Debug", "gunicorn_log_level", "debug"),
+        ("SAGEMAKER_LOG_FORMAT", "JSON", "log_format", "json"),
+        ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "120", "gunicorn_timeout_seconds", 120),
+        (
+            "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS",
+            "300",
+            "nginx_proxy_read_timeout_seconds",
+            300,
+        ),
+        ("SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS", "30", "nginx_client_timeout_seconds", 30),
+        (
+            "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT",
+            "64",
+            "nginx_max_connections_per_client",
+            64,
+        ),
+        ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET", "bucket", "universal_bucket", "bucket"),
+        ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX", "code/v1", "universal_prefix", "code/v1"),
+        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "0", "max_payload_in_mb", 0),
+        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "100", "max_payload_in_mb", 100),
+        ("SAGEMAKER_BATCH_STRATEGY", "MULTI_RECORD", "batch_strategy", "MULTI_RECORD"),
+        ("SAGEMAKER_BATCH_STRATEGY", "single_record", "batch_strategy", "SINGLE_RECORD"),
+        ("SAGEMAKER_BATCH_STRATEGY", "MultiRecord", "batch_strategy", "MULTI_RECORD"),
+        ("SAGEMAKER_BATCH_STRATEGY", "SingleRecord", "batch_strategy", "SINGLE_RECORD"),
+        ("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", "16", "max_concurrent_transforms", 16),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1", "onednn_system_allocator", True),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "TRUE", "onednn_system_allocator", True),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "0", "onednn_system_allocator", False),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "false", "onednn_system_allocator", False),
+        ("OMP_NUM_THREADS", "4", "omp_num_threads", "4"),
+        ("OMP_NUM_THREADS", "", "omp_num_threads", "1"),
+    ],
+)
+def test_parses_variable(name, raw, field, expected):
+    assert getattr(parse(**{name: raw}), field) == expected
+
+
+def test_multi_model_uses_the_system_allocator_unless_told_otherwise():
+    assert parse(SAGEMAKER_MULTI_MODEL="true").onednn_system_allocator is True
+    mme_pool = parse(SAGEMAKER_MULTI_MODEL="true", TF_ONEDNN_USE_SYSTEM_ALLOCATOR="0")
+    assert mme_pool.onednn_system_allocator is False
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("SAGEMAKER_BIND_TO_PORT", "0"),
+        ("SAGEMAKER_BIND_TO_PORT", "65536"),
+        ("SAGEMAKER_BIND_TO_PORT", "80a"),
+        ("SAGEMAKER_BIND_TO_PORT", "8080.0"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "9000"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "9999-9000"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "0-10"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "9000-70000"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "a-b"),
+        ("SAGEMAKER_SAFE_PORT_RANGE", "-5-10"),
+        ("SAGEMAKER_MULTI_MODEL", "1"),
+        ("SAGEMAKER_MULTI_MODEL", "yes"),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "yes"),
+        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "2"),
+        ("SAGEMAKER_TFS_ENABLE_BATCHING", "on"),
+        ("SAGEMAKER_BATCH", "0"),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "my model"),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "-model"),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", ".model"),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "a/b"),
+        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "m" * 256),
+        ("SAGEMAKER_TFS_MAX_BATCH_SIZE", "0"),
+        ("SAGEMAKER_TFS_MAX_BATCH_SIZE", str(2**63)),
+        ("SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", "-1"),
+        ("SAGEMAKER_TFS_NUM_BATCH_THREADS", "0"),
+        ("SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", "0"),
+        ("SAGEMAKER_TFS_INSTANCE_COUNT", "0"),
+        ("SAGEMAKER_TFS_INSTANCE_COUNT", "1_000"),
+        ("SAGEMAKER_TFS_INSTANCE_COUNT", "٣"),
+        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "1"),
+        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "-0.1"),
+        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "nan"),
+        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "lots"),
+        ("SAGEMAKER_TFS_INTER_OP_PARALLELISM", "-1"),
+        ("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", "two"),
+        ("SAGEMAKER_TFS_WAIT_TIME_SECONDS", "0"),
+        ("SAGEMAKER_TFS_WAIT_TIME_SECONDS", "99999999"),
+        ("SAGEMAKER_TFS_NGINX_LOGLEVEL", "verbose"),
+        ("SAGEMAKER_GUNICORN_WORKERS", "0"),
+        ("SAGEMAKER_GUNICORN_THREADS", "-2"),
+        ("SAGEMAKER_GUNICORN_WORKER_CLASS", "eventlet"),
+        ("SAGEMAKER_GUNICORN_LOGLEVEL", "warn"),
+        ("SAGEMAKER_LOG_FORMAT", "xml"),
+        ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "0"),
+        ("SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", "-60"),
+        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "101"),
+        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "-1"),
+        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "6.5"),
+        ("SAGEMAKER_BATCH_STRATEGY", "MULTI"),
+        ("SAGEMAKER_BATCH_STRATEGY", "None"),
+        ("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", "0"),
+    ],
+)
+def test_rejects_bad_value_naming_the_variable(name, raw):
+    with pytest.raises(SettingsError) as info:
+        parse(**{name: raw})
+    assert str(info.value).startswith(f"{name}: ")
+    assert repr(raw.strip()) in str(info.value)
+    assert info.value.variable == name
+
+
+def test_error_message_format():
+    with pytest.raises(SettingsError) as info:
+        parse(SAGEMAKER_TFS_INSTANCE_COUNT="abc")
+    assert str(info.value) == "SAGEMAKER_TFS_INSTANCE_COUNT: expected a positive integer, got 'abc'"
+    with pytest.raises(SettingsError, match=r"^SAGEMAKER_BIND_TO_PORT: .*1 to 65535"):
+        parse(SAGEMAKER_BIND_TO_PORT="0")
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\t\n"])
+def test_blank_values_take_the_default(raw):
+    env = {name: raw for name, _, _ in VARIABLES}
+    assert parse(cpu_count=3, **env) == parse(cpu_count=3)
+
+
+def test_max_enqueued_batches_default_in_batch_transform():
+    assert parse(cpu_count=4, SAGEMAKER_BATCH="true").max_enqueued_batches == 100_000_000
+    assert parse(cpu_count=4, SAGEMAKER_BATCH="false").max_enqueued_batches == 4
+    explicit = parse(SAGEMAKER_BATCH="TRUE", SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES="12")
+    assert explicit.max_enqueued_batches == 12
+
+
+def test_proxy_read_timeout_is_at_least_the_gunicorn_timeout():
+    s = parse(SAGEMAKER_GUNICORN_TIMEOUT_SECONDS="120")
+    assert s.proxy_read_timeout_seconds == 120
+    s = parse(
+        SAGEMAKER_GUNICORN_TIMEOUT_SECONDS="120", SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS="200"
+    )
+    assert s.proxy_read_timeout_seconds == 200
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("6", 6 << 20), ("100", 100 << 20), ("0", 100 << 20)]
+)
+def test_body_limit(raw, expected):
+    assert parse(SAGEMAKER_MAX_PAYLOAD_IN_MB=raw).body_limit_bytes == expected
+
+
+def test_explicit_cpu_count_floor():
+    assert parse(cpu_count=0).cpu_count == 1
+
+
+class RecordingEnv(Mapping[str, str]):
+    """An empty environment that records every name looked up."""
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def test_variables_document_exactly_what_from_env_reads():
+    env = RecordingEnv()
+    Settings.from_env(env, cpu_count=2)
+    documented = [name for name, _, _ in VARIABLES]
+    assert len(documented) == len(set(documented))
+    assert env.read == set(documented)
+
+
+def test_every_sagemaker_field_is_documented():
+    documented = {name for name, _, _ in VARIABLES}
+    envs = [f.metadata.get("env") for f in dataclasses.fields(Settings)]
+    sagemaker_envs = {e for e in envs if e and e.startswith("SAGEMAKER_")}
+    assert len(sagemaker_envs) == 32
+    assert sagemaker_envs <= documented
+    assert {e for e in envs if e} == documented
+    assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
+
+
+def test_documented_literal_defaults_match():
+    defaults = parse(cpu_count=4)
+    field_of = {f.metadata["env"]: f.name for f in dataclasses.fields(Settings) if f.metadata}
+    checked = 0
+    for name, default, _ in VARIABLES:
+        if " " in default:
+            continue  # a description, not a literal value
+        value = getattr(defaults, field_of[name])
+        shown = "unset" if value is None else str(value).lower()
+        assert shown == default, name
+        checked += 1
+    assert checked >= 20
