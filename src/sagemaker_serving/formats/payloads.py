@@ -25,6 +25,7 @@ import crc32c
 import orjson
 from google.protobuf.message import DecodeError
 
+from sagemaker_serving.errors import StatusError
 from sagemaker_serving.tfs_client.wire import (  # TF's protos' wire subset: no TensorFlow
     DTYPE_ENUM_NAMES,
     Example,
@@ -46,13 +47,11 @@ __all__ = [
 ]
 
 
-class PayloadError(ValueError):
+class PayloadError(StatusError, ValueError):
     """Bad client payload: status (400, 406, 415) and a message for the JSON error body."""
 
     def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+        super().__init__(message, status)
 
 
 @dataclass(frozen=True)

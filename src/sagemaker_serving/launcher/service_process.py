@@ -13,11 +13,11 @@ from pathlib import Path
 
 from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
+from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings, SettingsError
 from sagemaker_serving.frontdoor.front_metrics import bind_socket
 from sagemaker_serving.launcher.supervisor import Child
 from sagemaker_serving.launcher.universal_code import download_universal_code
-from sagemaker_serving.service.app import ServiceConfig
 from sagemaker_serving.service.user_code import code_paths, has_user_code, install_requirements
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,6 @@ import falcon
 import orjson
 
 from sagemaker_serving.multimodel.manager import LoadedModel, MultiModelError, MultiModelManager
-from sagemaker_serving.service.handler_api import HandlerError
 from sagemaker_serving.service.user_code import (
     Handlers,
     RequirementsTimeout,
@@ -31,7 +30,7 @@ from sagemaker_serving.service.user_code import (
 )
 
 if TYPE_CHECKING:
-    from sagemaker_serving.service.app import Invocations
+    from sagemaker_serving.service.invocations import Invocations
 
 log = logging.getLogger(__name__)
 
@@ -228,4 +227,4 @@ def _load_request(req: falcon.Request) -> tuple[str, str]:
     return name, url
 
 
-__all__ = ["HandlerError", "ModelCode", "ModelSink", "ModelsResource"]
+__all__ = ["ModelCode", "ModelSink", "ModelsResource"]

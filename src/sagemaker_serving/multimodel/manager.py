@@ -27,7 +27,8 @@ import psutil
 
 from sagemaker_serving.config.model_discovery import Model, find_model
 from sagemaker_serving.config.tfs_config import model_server_config
-from sagemaker_serving.service.handler_api import HandlerError
+from sagemaker_serving.errors import StatusError
+from sagemaker_serving.tfs_client.errors import ModelServerError
 from sagemaker_serving.tfs_client.rest import ModelServerClient
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
 
-class MultiModelError(HandlerError):
+class MultiModelError(StatusError):
     """A load/unload/get answer other than 200: status and message for the JSON body."""
 
 
@@ -227,7 +228,7 @@ class MultiModelManager:
             try:
                 self._apply(list(models.values()), deadline)
                 self._wait(model, deadline, available=False)
-            except HandlerError as exc:
+            except ModelServerError as exc:
                 raise _as_multi_model_error(f"Unloading model {name}", exc) from None
         log.info("unloaded model %s (%s)", name, model.internal_name)
 
@@ -293,7 +294,7 @@ class MultiModelManager:
     def _apply_to(self, index: int, config: bytes, deadline: float) -> None:
         try:
             message = self.client.reload_config(index, config, deadline)
-        except HandlerError as exc:
+        except ModelServerError as exc:
             raise _as_multi_model_error("The model server did not apply the models", exc) from None
         if message is not None:
             status = 507 if "RESOURCE_EXHAUSTED" in message or "memory" in message else 500
@@ -333,7 +334,7 @@ def no_base_path(url: str, name: str) -> MultiModelError:
     return MultiModelError(f"Could not find valid base path {url} for servable {name}", 404)
 
 
-def _as_multi_model_error(what: str, exc: HandlerError) -> MultiModelError:
+def _as_multi_model_error(what: str, exc: StatusError) -> MultiModelError:
     """A model server call's failure (503 down, 504 past the deadline, ...) as ours."""
     if isinstance(exc, MultiModelError):
         return exc
@@ -342,7 +343,7 @@ def _as_multi_model_error(what: str, exc: HandlerError) -> MultiModelError:
 
 def _load_error(name: str, exc: Exception) -> MultiModelError:
     """Why a load failed, for the JSON answer (504 when it ran past its deadline)."""
-    if isinstance(exc, HandlerError):
+    if isinstance(exc, StatusError):
         return _as_multi_model_error(f"Model {name} could not be loaded", exc)
     log.error("loading model %s failed", name, exc_info=exc)
     return MultiModelError(f"Model {name} could not be loaded: {type(exc).__name__}: {exc}", 500)

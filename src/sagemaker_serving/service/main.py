@@ -18,9 +18,10 @@ from gunicorn.app.base import BaseApplication
 
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import read_token
+from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import LOG_FORMATS
 from sagemaker_serving.frontdoor.front_metrics import FrontMetricsReceiver
-from sagemaker_serving.service.app import ServiceConfig, create_app, guarded
+from sagemaker_serving.service.app import create_app, guarded
 from sagemaker_serving.service.metrics import ServiceMetrics
 
 # gunicorn accepts whatever nginx in front passes on: with nginx's default header buffers

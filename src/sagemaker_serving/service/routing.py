@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.answers import client_text
-from sagemaker_serving.service.handler_api import HandlerError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERSION = re.compile(r"[0-9]{1,19}")
@@ -48,9 +48,10 @@ def parse_route(header: str | None, default_model: str) -> Route:
             continue
         valid, expected = rule
         if not valid(value):
-            raise HandlerError(
+            raise StatusError(
                 f"Invalid {key} in X-Amzn-SageMaker-Custom-Attributes: {client_text(value)} "
-                f"(expected {expected})"
+                f"(expected {expected})",
+                400,
             )
         values[key] = value
     name = values.get("tfs-model-name")

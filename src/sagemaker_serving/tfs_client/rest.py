@@ -15,23 +15,17 @@ import requests
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
-from sagemaker_serving.service.handler_api import HandlerError
+from sagemaker_serving.tfs_client.errors import (
+    ModelServerError,
+    ModelServerTimeout,
+    ModelServerUnavailable,
+)
 from sagemaker_serving.tfs_client.wire import (
     PREDICT_METHOD,
     RELOAD_CONFIG_METHOD,
     ReloadConfigRequest,
     ReloadConfigResponse,
 )
-
-
-class ModelServerUnavailable(HandlerError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, 503)
-
-
-class ModelServerTimeout(HandlerError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, 504)
 
 
 class ModelServerClient:
@@ -72,7 +66,7 @@ class ModelServerClient:
 
     def predict(self, index: int, request: bytes, deadline: float) -> bytes:
         """gRPC Predict on instance `index` with a serialized PredictRequest; the serialized
-        PredictResponse. Failures raise HandlerError with TF Serving's REST status and text."""
+        PredictResponse. Failures raise ModelServerError with TF Serving's REST status and text."""
         import grpc
 
         timeout = deadline - time.monotonic()
@@ -108,7 +102,7 @@ class ModelServerClient:
         if reply.status_code == 404:
             return {}
         if reply.status_code != 200:
-            raise HandlerError(_error_text(reply), reply.status_code)
+            raise ModelServerError(_error_text(reply), reply.status_code)
         return {
             int(item["version"]): item["state"]
             for item in json.loads(reply.content).get("model_version_status", [])
@@ -129,7 +123,7 @@ class ModelServerClient:
     def request(
         self, method: str, uri: str, body: bytes | str | None, deadline: float
     ) -> requests.Response:
-        """Send to a model server URI; 503/504 HandlerErrors when it is down or too slow."""
+        """Send to a model server URI; 503/504 ModelServerErrors when it is down or too slow."""
         port, path = _split_uri(uri)
         if isinstance(body, str):
             body = body.encode()
@@ -167,7 +161,7 @@ class ModelServerClient:
                 "GET", self.rest_uri(index, f"/v1/models/{model}/metadata"), None, deadline
             )
             if reply.status_code != 200:
-                raise HandlerError(_error_text(reply), reply.status_code)
+                raise ModelServerError(_error_text(reply), reply.status_code)
             self._metadata[model] = json.loads(reply.content)
         return self._metadata[model]
 
@@ -311,7 +305,7 @@ _HTTP_STATUS = {
 }
 
 
-def _grpc_error(exc: Any) -> HandlerError:
+def _grpc_error(exc: Any) -> ModelServerError:
     code = exc.code()
     name = code.name if code is not None else "UNKNOWN"
     status = _HTTP_STATUS.get(name, 500)
@@ -320,4 +314,4 @@ def _grpc_error(exc: Any) -> HandlerError:
         return ModelServerUnavailable(f"The model server is unavailable: {details}")
     if name == "DEADLINE_EXCEEDED":
         return ModelServerTimeout("The model server did not answer before the request deadline")
-    return HandlerError(details, status)
+    return ModelServerError(details, status)

@@ -136,7 +136,7 @@ def manager(tmp_path, model_root, client) -> MultiModelManager:
 
 
 def test_a_load_past_its_deadline_is_504_and_taken_back_out_of_every_instance(tmp_path, model_root):
-    from sagemaker_serving.tfs_client.rest import ModelServerTimeout
+    from sagemaker_serving.tfs_client.errors import ModelServerTimeout
 
     def states(index, model, deadline):
         if model == internal_name("b"):

@@ -1,0 +1,32 @@
+"""What serve tells the Python service: a JSON file in the run directory, read by each worker."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """What serve tells the service (written as JSON into the run directory)."""
+
+    code_dir: str
+    default_model: str
+    rest_ports: list[int]
+    grpc_ports: list[int]
+    request_timeout_seconds: float
+    python_paths: list[str] = field(default_factory=list)
+    # multi-model endpoints (multi_model.py)
+    multi_model: bool = False
+    model_root: str = ""
+    state_dir: str = ""
+    load_timeout_seconds: float = 300.0
+    memory_reserve_bytes: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_file(cls, path: Path) -> ServiceConfig:
+        return cls(**json.loads(path.read_text()))

@@ -1,0 +1,19 @@
+"""What a call to a model server can fail with."""
+
+from __future__ import annotations
+
+from sagemaker_serving.errors import StatusError
+
+
+class ModelServerError(StatusError):
+    """The model server answered with an error: its status and text (TF Serving's words)."""
+
+
+class ModelServerUnavailable(ModelServerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 503)
+
+
+class ModelServerTimeout(ModelServerError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 504)
