@@ -1,7 +1,7 @@
 """TF Serving's REST JSON text of tensors: its number text and its predict response layout.
 
 A port of tensorflow_serving/util/json_tensor.cc's writer (rapidjson's PrettyWriter, WriteDecimal)
-in pure numpy, shared by our model server (tfs_model_server.codec.json_codec) and the SageMaker
+in pure numpy, shared by our model server (tfs_model_server.codec.responses) and the SageMaker
 service's gRPC tensor path (sagemaker_serving.formats.tensors), so both write the same bytes
 for the same tensors. No TensorFlow here.
 """

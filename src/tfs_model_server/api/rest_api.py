@@ -17,7 +17,17 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from tfs_model_server.codec import json_codec
+from tfs_model_server.codec.example_request import classify_regress_request
+from tfs_model_server.codec.json_reader import loads
+from tfs_model_server.codec.predict_request import predict_inputs
+from tfs_model_server.codec.proto_json import metadata_json, status_json
+from tfs_model_server.codec.request_object import predict_signature_name
+from tfs_model_server.codec.responses import (
+    classify_response,
+    error_body,
+    predict_response,
+    regress_response,
+)
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
 from tfs_model_server.core.errors import Code, ServingError, invalid_argument
 
@@ -44,7 +54,7 @@ class Reply:
 
 
 def _error(code: Code, message: str) -> Reply:
-    return Reply(code.http_status, json_codec.error_body(message), _JSON)
+    return Reply(code.http_status, error_body(message), _JSON)
 
 
 def _ref(name: str, version: str | None, label: str | None, signature: str = "") -> ModelRef:
@@ -125,7 +135,7 @@ class RestApi:
         if self.metrics_path and path == self.metrics_path and method == "GET":
             return Reply(200, self.plane.metrics.render(), [(b"content-type", b"text/plain")])
         if not _V1.fullmatch(path):
-            return Reply(404, json_codec.error_body("Not Found"), _JSON)
+            return Reply(404, error_body("Not Found"), _JSON)
         if method == "OPTIONS":
             origin = headers.get(b"origin", b"").decode("latin-1")
             if re.match(r"https?://", origin):
@@ -160,9 +170,9 @@ class RestApi:
                 api, model_name = ("metadata" if meta else "status"), urllib.parse.unquote(name)
                 ref = _ref(name, version, label)
                 if meta:
-                    reply = Reply(200, json_codec.metadata_json(self.plane.metadata(ref)), _JSON)
+                    reply = Reply(200, metadata_json(self.plane.metadata(ref)), _JSON)
                 else:
-                    reply = Reply(200, json_codec.status_json(self.plane.status(ref)), _JSON)
+                    reply = Reply(200, status_json(self.plane.status(ref)), _JSON)
             else:
                 raise invalid_argument(f"Malformed request: {method} {path}")
         except ServingError as exc:
@@ -187,23 +197,23 @@ class RestApi:
     ) -> Reply:
         ref = _ref(name, version, label)
         ref.check()
-        doc = json_codec.loads(body)
+        doc = loads(body)
         if verb == "predict":
             return self._predict(ref, doc, deadline)
-        signature, examples, context = json_codec.classify_regress_request(doc, verb)
+        signature, examples, context = classify_regress_request(doc, verb)
         ref = ModelRef(ref.name, ref.version, ref.label, signature)
         if verb == "classify":
             result = self.plane.classify(ref, examples, context, deadline)
-            return Reply(200, json_codec.classify_response(result.classifications or []), _JSON)
+            return Reply(200, classify_response(result.classifications or []), _JSON)
         result = self.plane.regress(ref, examples, context, deadline)
-        return Reply(200, json_codec.regress_response(result.regressions or []), _JSON)
+        return Reply(200, regress_response(result.regressions or []), _JSON)
 
     def _predict(self, ref: ModelRef, doc, deadline: float | None) -> Reply:
-        signature_name = json_codec.predict_signature_name(doc)
+        signature_name = predict_signature_name(doc)
         row_format: list[bool] = []
 
         def inputs(signature):
-            tensors, row = json_codec.predict_inputs(doc, signature.inputs)
+            tensors, row = predict_inputs(doc, signature.inputs)
             row_format.append(row)
             return tensors
 
@@ -213,7 +223,7 @@ class RestApi:
                     f'Serving signature name: "{signature_name}" not found in signature def'
                 )
             result = self.plane.predict_on(servable, signature_name, inputs, (), deadline)
-        return Reply(200, json_codec.predict_response(result.outputs, row_format[0]), _JSON)
+        return Reply(200, predict_response(result.outputs, row_format[0]), _JSON)
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

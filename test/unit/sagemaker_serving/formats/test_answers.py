@@ -8,7 +8,9 @@ import pytest
 
 from sagemaker_serving.formats.answers import client_text, encode_response, negotiate, one_line
 from sagemaker_serving.formats.payloads import PayloadError, decode_request
-from tfs_model_server.codec import json_codec
+from tfs_model_server.codec.json_reader import loads
+from tfs_model_server.codec.predict_request import predict_inputs
+from tfs_model_server.codec.responses import predict_response
 from tfs_model_server.core.tensor_spec import TensorSpec
 
 PRETTY = b'{\n    "predictions": [\n        [1.0, NaN],\n        [Infinity, -Infinity]\n    ]\n}'
@@ -109,7 +111,7 @@ def test_csv_rows(answer, rows):
 
 def test_from_tf_servings_writer_every_format_keeps_its_number_text():
     outputs = {"y": np.array([[1 / 3, np.nan], [3.0, np.inf]], np.float32)}
-    tfs = json_codec.predict_response(outputs, row_format=True)
+    tfs = predict_response(outputs, row_format=True)
     assert encode_response(tfs, None)[0] == (
         b'{"predictions": [[0.333333343, NaN], [3.0, Infinity]]}\n'
     )
@@ -173,8 +175,8 @@ def test_csv_in_nan_through_tf_serving_and_back():
     """CSV in with NaN -> TF Serving JSON -> CSV out keeps NaN/Infinity."""
     request = decode_request(b"NaN,1\n-inf,2\n", "text/csv", None)
     specs = {"x": TensorSpec("x", "x:0", 1, None)}  # DT_FLOAT
-    arrays, _ = json_codec.predict_inputs(json_codec.loads(request.body), specs)
-    tfs = json_codec.predict_response({"y": arrays["x"]}, row_format=True)
+    arrays, _ = predict_inputs(loads(request.body), specs)
+    tfs = predict_response({"y": arrays["x"]}, row_format=True)
     assert encode_response(tfs, "text/csv")[0] == b"NaN,1.0\n-Infinity,2.0\n"
 
 

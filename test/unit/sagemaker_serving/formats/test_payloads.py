@@ -1,6 +1,6 @@
 """Unit tests of sagemaker_serving.formats.payloads: client payloads <-> TF Serving REST JSON.
 
-Generated request bodies are also fed to tfs_model_server.codec.json_codec (the TF Serving JSON
+Generated request bodies are also fed to tfs_model_server.codec (the TF Serving JSON
 parser emulation) to check that TF Serving would accept them as meant.
 """
 
@@ -30,7 +30,9 @@ from sagemaker_serving.formats.payloads import (
     signature_inputs,
     split_tfrecords,
 )
-from tfs_model_server.codec import json_codec
+from tfs_model_server.codec.example_request import classify_regress_request
+from tfs_model_server.codec.json_reader import loads
+from tfs_model_server.codec.predict_request import predict_inputs
 from tfs_model_server.core.tensor_spec import TensorSpec
 
 
@@ -254,7 +256,7 @@ def test_json_lines_in_application_json():
 def test_json_classify_wraps_examples():
     request = decode_request(b'{"x": 1.5}\n{"x": 2.5}', "application/json", None, "classify")
     assert doc(request) == {"examples": [{"x": 1.5}, {"x": 2.5}]}
-    json_codec.classify_regress_request(json_codec.loads(request.body))
+    classify_regress_request(loads(request.body))
 
 
 @pytest.mark.parametrize("body", [b"{", b"[1, 2", b"nan", b"{'a': 1}", b"[1]\n[2"])
@@ -336,9 +338,7 @@ def test_json_lines_regress():
 
 def test_json_lines_accepted_by_tf_serving():
     request = decode_request(b"[1.0, 2.0]\n[3.0, NaN]", "application/jsonlines", None)
-    arrays, row_format = json_codec.predict_inputs(
-        json_codec.loads(request.body), tfs_specs(specs(spec("x")))
-    )
+    arrays, row_format = predict_inputs(loads(request.body), tfs_specs(specs(spec("x"))))
     assert row_format and arrays["x"].shape == (2, 2) and np.isnan(arrays["x"][1, 1])
 
 
@@ -411,9 +411,7 @@ def test_csv_charset():
 
 def test_csv_accepted_by_tf_serving():
     request = decode_request(b"1.5,2\n3,4\n", "text/csv", None)
-    arrays, _ = json_codec.predict_inputs(
-        json_codec.loads(request.body), tfs_specs(specs(spec("x")))
-    )
+    arrays, _ = predict_inputs(loads(request.body), tfs_specs(specs(spec("x"))))
     assert arrays["x"].tolist() == [[1.5, 2.0], [3.0, 4.0]]
 
 
@@ -487,7 +485,7 @@ def test_bytes_empty_400():
 def test_bytes_accepted_by_tf_serving():
     inputs = specs(spec("image", "DT_STRING"))
     request = decode_request(IMAGE, "application/x-image", inputs)
-    arrays, _ = json_codec.predict_inputs(json_codec.loads(request.body), tfs_specs(inputs))
+    arrays, _ = predict_inputs(loads(request.body), tfs_specs(inputs))
     assert arrays["image"].tolist() == [IMAGE]
 
 
@@ -515,9 +513,7 @@ def test_npy_int():
     )
     assert request.records == 3
     assert doc(request) == {"instances": [[0, 1], [2, 3], [4, 5]]}
-    arrays, _ = json_codec.predict_inputs(
-        json_codec.loads(request.body), tfs_specs(specs(spec("x", "DT_INT64")))
-    )
+    arrays, _ = predict_inputs(loads(request.body), tfs_specs(specs(spec("x", "DT_INT64"))))
     assert arrays["x"].tolist() == [[0, 1], [2, 3], [4, 5]]
 
 
@@ -641,7 +637,7 @@ def test_tfrecord_examples_round_trip_through_classify(features):
     body = b"".join(frame_tfrecord(e.SerializeToString()) for e in examples)
     request = decode_request(body, "application/x-tfexample", None, "classify")
     assert request.records == len(examples)
-    _, serialized, _ = json_codec.classify_regress_request(json_codec.loads(request.body))
+    _, serialized, _ = classify_regress_request(loads(request.body))
     for want, got in zip(examples, serialized, strict=True):
         got = example_pb2.Example.FromString(got)
         for name in ("i", "b"):
@@ -683,7 +679,7 @@ def test_tfexample_framed_predict_serialized_input():
     inputs = specs(spec("inputs", "DT_STRING"))
     request = decode_request(body, "application/x-tfexample", inputs)
     assert request.records == 3
-    arrays, _ = json_codec.predict_inputs(json_codec.loads(request.body), tfs_specs(inputs))
+    arrays, _ = predict_inputs(loads(request.body), tfs_specs(inputs))
     assert arrays["inputs"].tolist() == records
 
 
@@ -709,7 +705,7 @@ def test_tfexample_features_to_inputs():
     instances = doc(request)["instances"]
     assert instances[0] == {"x": [1.0, 2.0], "k": 7, "s": {"b64": "/w=="}}
     assert instances[1]["k"] == 8 and math.isnan(instances[1]["x"][1])
-    arrays, _ = json_codec.predict_inputs(json_codec.loads(request.body), tfs_specs(inputs))
+    arrays, _ = predict_inputs(loads(request.body), tfs_specs(inputs))
     assert arrays["s"].tolist() == [b"\xff", b"b"] and arrays["k"].tolist() == [7, 8]
 
 

@@ -15,7 +15,7 @@ from sagemaker_serving.formats.tensors import tensor_request
 from sagemaker_serving.service.default_handlers import BuiltinFormats
 from sagemaker_serving.service.handler_api import HandlerError
 from sagemaker_serving.tfs_client.wire import Example
-from tfs_model_server.codec import json_codec
+from tfs_model_server.codec.responses import predict_response
 
 IMAGE_IN = {"image_bytes": InputSpec("image_bytes", "DT_STRING", (-1,))}
 FLOAT_IN = {"x": InputSpec("x", "DT_FLOAT", (-1, 3))}
@@ -107,7 +107,7 @@ def answer(outputs: dict, accept: str | None = None) -> bytes:
 )
 @pytest.mark.parametrize("accept", [None, "application/jsonlines", "text/csv"])
 def test_grpc_outputs_answer_the_bytes_of_the_rest_path(outputs, accept):
-    rest = json_codec.predict_response(outputs, row_format=True)
+    rest = predict_response(outputs, row_format=True)
     assert answer(outputs, accept) == encode_response(rest, accept)[0]
 
 
