@@ -9,33 +9,30 @@ or the open one once it is full, its oldest task has waited `batch_timeout_micro
 the queue is closing. With a timeout of 0, tasks still batch under load: while every
 thread is busy they pile up in the open batch, and the next free thread takes them all.
 
-Running a batch follows BatchingSession: inputs are concatenated along dimension 0 (after
-padding variable-length inputs, if enabled), rows are appended up to the next allowed
-batch size, the model runs once, and each output is sliced back into the callers' rows.
-With `enable_large_batch_splitting`, a task larger than the open batch's free room is
-split across batches of `max_execution_batch_size` and its outputs reassembled.
+A batch runs as BatchingSession runs it: its inputs merged (batching.tensors), the model
+run once, the outputs split back into the callers' rows. With `enable_large_batch_splitting`,
+a task larger than the open batch's free room is split across batches of
+`max_execution_batch_size` and its outputs reassembled.
 
-Error texts are TF's (shared_batch_scheduler.h, batching_session.cc, batching_util.cc,
-bundle_factory_util.cc); the texts this port adds (deadlines, shutdown) are marked.
+Error texts are TF's (shared_batch_scheduler.h, batching_session.cc); the texts this port
+adds (deadlines, shutdown) are marked.
 """
 
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
+from tfs_model_server.batching.options import BatchingOptions
+from tfs_model_server.batching.tensors import merge_inputs, split_outputs, task_size
 from tfs_model_server.core.errors import (
     ServingError,
     deadline_exceeded,
-    failed_precondition,
     internal,
     invalid_argument,
     unavailable,
@@ -54,22 +51,6 @@ _QUEUE_FULL_SPLIT = (
     " max_execution_batch_size={execution})"
 )
 _TASK_TOO_LARGE = "Task size {size} is larger than maximum input batch size {max}"
-_NO_INPUTS = "Batching Run() must have at least one input tensor"
-_SCALAR_INPUT = "Batching Run() input tensors must have at least one dimension"
-_UNEQUAL_DIM0 = "Batching Run() input tensors must have equal 0th-dimension size"
-_SHAPES_DIFFER = (
-    "Tensors with name '{name}' from different tasks have different shapes and padding is"
-    " turned off. Set pad_variable_length_inputs to true, or ensure that all tensors with"
-    " the same name have equal dimensions starting with the first dim."
-)
-_PAD_RANK = "Only tensors with rank from 1 to 6 can be padded."
-_PAD_EMPTY = "Got empty tensor in batch of non-empty tensors."
-_NOT_CONFORMING = "One or more tasks does not conform to batch signature"
-_OUTPUT_SCALAR = "Batched output tensor has 0 dimensions"
-_OUTPUT_DIM0 = (
-    "Batched output tensor's 0th dimension does not equal the sum of the 0th dimension"
-    " sizes of the input tensors"
-)
 # batching_session.cc answers RESOURCE_EXHAUSTED with this text when every task of a
 # batch timed out in the queue; here the caller's own deadline gives DEADLINE_EXCEEDED.
 QUEUE_TIMEOUT = "Run() timeout exceeded while waiting in batching queue"
@@ -77,95 +58,6 @@ QUEUE_TIMEOUT = "Run() timeout exceeded while waiting in batching queue"
 DEADLINE_WHILE_RUNNING = "Deadline Exceeded"  # what gRPC itself reports
 QUEUE_CLOSED = "The batch scheduling queue to which this task was submitted has been closed"
 SCHEDULER_CLOSED = "The batch scheduler has been shut down"
-
-_MAX_PAD_RANK = 6
-
-
-def _default_threads() -> int:
-    return os.cpu_count() or 1
-
-
-@dataclass(frozen=True)
-class BatchingOptions:
-    """BatchingParameters, with TF's defaults for a server run without a parameters file.
-
-    `max_batch_size` is TF's `input_batch_size_limit`: the largest task accepted, and the
-    largest batch unless `enable_large_batch_splitting`, when batches hold at most
-    `max_execution_batch_size` rows (default: `max_batch_size`).
-    """
-
-    max_batch_size: int = 1000
-    batch_timeout_micros: int = 0
-    max_enqueued_batches: int = 10
-    num_batch_threads: int = _default_threads()
-    thread_pool_name: str = "model_server_batch_threads"
-    allowed_batch_sizes: tuple[int, ...] = ()
-    pad_variable_length_inputs: bool = False
-    enable_large_batch_splitting: bool = False
-    max_execution_batch_size: int | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "allowed_batch_sizes", tuple(self.allowed_batch_sizes))
-
-    @property
-    def execution_batch_size(self) -> int:
-        """The most rows one batch may hold (GetQueueOptions / GetMaxExecutionBatchSize)."""
-        if self.enable_large_batch_splitting and self.max_execution_batch_size is not None:
-            return self.max_execution_batch_size
-        return self.max_batch_size
-
-    @property
-    def queue_capacity(self) -> int:
-        """max_enqueued_batches as AddQueue applies it: 0 means 1 unless splitting."""
-        if self.max_enqueued_batches == 0 and not self.enable_large_batch_splitting:
-            return 1
-        return self.max_enqueued_batches
-
-    def validate(self) -> None:
-        """Raise INVALID_ARGUMENT with TF's text for options TF Serving would reject."""
-        if self.num_batch_threads < 1:
-            raise invalid_argument(
-                f"num_batch_threads must be positive; was {self.num_batch_threads}"
-            )
-        self._validate_allowed_batch_sizes()
-        if self.max_batch_size <= 0:
-            raise invalid_argument(
-                f"input_batch_size_limit must be positive; was {self.max_batch_size}"
-            )
-        if self.batch_timeout_micros < 0:
-            raise invalid_argument(
-                f"batch_timeout_micros must be non-negative; was {self.batch_timeout_micros}"
-            )
-        if self.queue_capacity <= 0:
-            raise invalid_argument(
-                f"max_enqueued_batches must be positive; was {self.max_enqueued_batches}"
-            )
-        if self.enable_large_batch_splitting:
-            self._validate_splitting()
-
-    def _validate_allowed_batch_sizes(self) -> None:
-        sizes = self.allowed_batch_sizes
-        if not sizes:
-            return
-        if any(b <= a for a, b in itertools.pairwise(sizes)):
-            raise invalid_argument("allowed_batch_sizes entries must be monotonically increasing")
-        if sizes[-1] != self.max_batch_size:
-            raise invalid_argument(
-                "Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
-                f"{sizes[-1]}; expected {self.max_batch_size}"
-            )
-
-    def _validate_splitting(self) -> None:
-        execution = self.execution_batch_size
-        if execution <= 0:
-            raise invalid_argument(f"max_execution_batch_size must be positive; was {execution}")
-        if self.max_batch_size < execution:
-            # TF StrCat()s the three values onto the sentence without separators.
-            raise invalid_argument(
-                "When enable_large_batch_splitting is true, input_batch_size_limit must be "
-                f"greater than or equal to max_execution_batch_size.1{self.max_batch_size}"
-                f"{execution}"
-            )
 
 
 # --- Tasks and batches ----------------------------------------------------------------
@@ -227,117 +119,6 @@ class _Batch:
         self.tasks: list[_Task] = []
         self.size = 0
         self.start = 0.0  # when the first task entered (valid while non-empty)
-
-
-# --- Input checks, merging and splitting (run on the caller / batch threads) ---------------
-
-
-def task_size(inputs: Mapping[str, np.ndarray]) -> int:
-    """Dimension 0 shared by all inputs (ComputeTensorBatchSize)."""
-    if not inputs:
-        raise invalid_argument(_NO_INPUTS)
-    size = None
-    for tensor in inputs.values():
-        if tensor.ndim == 0:
-            raise invalid_argument(_SCALAR_INPUT)
-        if size is None:
-            size = tensor.shape[0]
-        elif tensor.shape[0] != size:
-            raise invalid_argument(_UNEQUAL_DIM0)
-    assert size is not None
-    return int(size)
-
-
-def round_to_allowed_batch_size(allowed: tuple[int, ...], size: int) -> int:
-    """The smallest allowed size >= size; size itself if none is (or none are set)."""
-    for candidate in allowed:
-        if candidate >= size:
-            return candidate
-    return size
-
-
-def _pad_to(tensor: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    """Pad every non-batch dim of tensor up to dims with its first element (AddPadding)."""
-    if tensor.ndim > _MAX_PAD_RANK:
-        raise invalid_argument(_PAD_RANK)
-    shape = (tensor.shape[0], *dims)
-    if shape == tensor.shape:
-        return tensor
-    if tensor.size == 0:
-        if 0 in shape:
-            return np.empty(shape, tensor.dtype)
-        raise invalid_argument(_PAD_EMPTY)
-    padded = np.full(shape, tensor.flat[0], dtype=tensor.dtype)
-    padded[tuple(slice(0, d) for d in tensor.shape)] = tensor
-    return padded
-
-
-def _pad_variable_length(name: str, tensors: list[np.ndarray]) -> list[np.ndarray]:
-    rank = tensors[0].ndim
-    if any(t.ndim != rank for t in tensors):
-        raise internal(
-            f"Tensor concat operation failed: tensors named '{name}' have different ranks"
-        )
-    dims = tuple(int(d) for d in np.max([t.shape[1:] for t in tensors], axis=0))
-    return [_pad_to(t, dims) for t in tensors]
-
-
-def _check_equal_shapes(name: str, tensors: list[np.ndarray]) -> None:
-    reference = tensors[0].shape[1:]
-    for tensor in tensors[1:]:
-        if tensor.shape[1:] != reference:
-            raise failed_precondition(_SHAPES_DIFFER.format(name=name))
-
-
-def _padding_rows(tensors: list[np.ndarray], count: int) -> np.ndarray | None:
-    """count copies of the first row of the last task that has rows (MergeInputTensors)."""
-    for tensor in reversed(tensors):
-        if tensor.shape[0]:
-            return np.repeat(tensor[:1], count, axis=0)
-    return None
-
-
-def merge_inputs(tasks: list[_Task], options: BatchingOptions) -> tuple[dict[str, np.ndarray], int]:
-    """Concatenate the tasks' inputs; returns them and the padded batch size."""
-    names = tasks[0].inputs.keys()
-    if any(t.inputs.keys() != names for t in tasks[1:]):
-        raise internal(_NOT_CONFORMING)
-    size = sum(t.size for t in tasks)
-    padded_size = round_to_allowed_batch_size(options.allowed_batch_sizes, size)
-    merged = {}
-    for name in names:
-        tensors = [t.inputs[name] for t in tasks]
-        if options.pad_variable_length_inputs:
-            tensors = _pad_variable_length(name, tensors)
-        else:
-            _check_equal_shapes(name, tensors)
-        if padded_size > size:
-            rows = _padding_rows(tensors, padded_size - size)
-            if rows is not None:
-                tensors.append(rows)
-        merged[name] = tensors[0] if len(tensors) == 1 else np.concatenate(tensors)
-    if padded_size > size and not size:
-        padded_size = size  # nothing to pad with
-    return merged, padded_size
-
-
-def split_outputs(
-    outputs: Mapping[str, np.ndarray], sizes: list[int], padded_size: int
-) -> list[dict[str, np.ndarray]]:
-    """Slice each batched output into the tasks' rows, dropping padding rows."""
-    results: list[dict[str, np.ndarray]] = [{} for _ in sizes]
-    for name, tensor in outputs.items():
-        if not isinstance(tensor, np.ndarray):
-            tensor = np.asarray(tensor)
-        if tensor.ndim == 0:
-            raise failed_precondition(_OUTPUT_SCALAR)
-        if tensor.shape[0] != padded_size:
-            raise failed_precondition(_OUTPUT_DIM0)
-        start = 0
-        for result, size in zip(results, sizes, strict=True):
-            result[name] = tensor[start : start + size]
-            start += size
-    return results
 
 
 # --- Queues and the scheduler ------------------------------------------------------------
@@ -681,7 +462,9 @@ class SharedBatchScheduler:
         results: list[dict[str, np.ndarray]] | None = None
         error: ServingError | None = internal("Batch processing was interrupted")
         try:
-            merged, padded_size = merge_inputs(tasks, queue.options)
+            merged, padded_size = merge_inputs(
+                [t.inputs for t in tasks], [t.size for t in tasks], queue.options
+            )
             outputs = queue._run_batch(merged)
             results = split_outputs(outputs, [t.size for t in tasks], padded_size)
             error = None

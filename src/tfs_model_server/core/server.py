@@ -19,7 +19,8 @@ import uvicorn
 from tfs_model_server.api.grpc_api import start_grpc_server
 from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.api.rest_api import RestApi
-from tfs_model_server.batching.scheduler import BatchingOptions, SharedBatchScheduler
+from tfs_model_server.batching.options import BatchingOptions
+from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.cli import flags
 from tfs_model_server.core import config_protos
 from tfs_model_server.core.dataplane import DataPlane
