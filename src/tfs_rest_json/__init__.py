@@ -292,6 +292,7 @@ def _texts(
             rows = iter(items)
             groups = [sep.join(row) for row in zip(*[rows] * size, strict=True)]
         items = [head + group + tail for group in groups]
+    assert items is not None  # dims is not empty: the loop ran
     return items
 
 
