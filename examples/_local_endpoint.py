@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import shutil
 import socket
 import subprocess
@@ -19,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import requests
-from tfs_model_server.process import terminate
+
+from process_utils import free_port_range, terminate
 
 REPO = Path(__file__).resolve().parent.parent
 # Models, inputs, model directories and outputs of the examples; run/ is git-ignored.
@@ -66,21 +66,6 @@ def assemble_model_dir(dest: Path, model_name: str, model_base: Path, code_dir: 
     shutil.copytree(model_base, dest / model_name, copy_function=link)
     shutil.copytree(code_dir, dest / "code", ignore=shutil.ignore_patterns("__pycache__"))
     return dest
-
-
-def free_port_range(count: int) -> tuple[int, int]:
-    """`count` consecutive loopback ports that are free right now."""
-    for _ in range(200):
-        low = random.randrange(20000, 60000 - count)
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(low, low + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return low, low + count - 1
-    raise RuntimeError("no free range of loopback ports")
 
 
 def port_is_free(port: int) -> bool:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tfs_model_server.process import ModelServerProcess, terminate
+from process_utils import free_port_range, terminate
+from tfs_model_server.process import ModelServerProcess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -80,29 +81,6 @@ def model_root(tmp_path_factory) -> Path:
 # ----- the whole native stack: serve -> nginx + model servers ---------------------------------
 
 SERVE = str(VENV_BIN / "serve")
-
-
-def free_port_range(count: int) -> tuple[int, int]:
-    """`count` consecutive loopback ports that are free right now."""
-    import random
-    import socket
-
-    for _ in range(200):
-        # below the kernel's ephemeral range (32768+), so no client socket can take them
-        low = random.randrange(20000, 32000 - count)
-        sockets = []
-        try:
-            for port in range(low, low + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return low, low + count - 1
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no free port range")
 
 
 class ServeProcess:

@@ -3,54 +3,28 @@ SageMaker starts one per instance, and always stop it."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import logging
 import os
-import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from tfs_model_server.process import terminate
+from process_utils import die_with_parent, free_port_range, terminate
 
 from .client import Endpoint
 
 log = logging.getLogger(__name__)
 
 STOP_TIMEOUT = 30.0  # SageMaker's SIGTERM -> SIGKILL grace
-_PR_SET_PDEATHSIG = 1
 
 
 def serve_command() -> str:
     """`serve` beside sys.executable (the venv's), else the one on PATH."""
     beside = Path(sys.executable).parent / "serve"
     return str(beside) if beside.exists() else "serve"
-
-
-def free_block(count: int, host: str = "127.0.0.1") -> int:
-    """The first of `count` consecutive ports free on `host` now, below the ephemeral range."""
-    for _ in range(200):
-        low = random.randrange(20000, 32000 - count)
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(low, low + count):
-                    stack.enter_context(socket.socket()).bind((host, port))
-            except OSError:
-                continue
-            return low
-    raise RuntimeError(f"no {count} consecutive free ports on {host}")
-
-
-def _die_with_parent() -> None:
-    """In the child: SIGTERM when the runner dies (even by SIGKILL), so no container is left."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class LocalContainer:
@@ -76,7 +50,7 @@ class LocalContainer:
 
     def start(self) -> str:
         instances = int(self.extra_env.get("SAGEMAKER_TFS_INSTANCE_COUNT", "1"))
-        port = free_block(2 * instances + 3)
+        port, _ = free_port_range(2 * instances + 3)
         env = {
             **os.environ,
             "SAGEMAKER_BATCH": "true",
@@ -102,7 +76,7 @@ class LocalContainer:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
             )
         try:
             Endpoint(self.url).wait_healthy(self.startup_timeout, alive=self.alive)

@@ -6,11 +6,8 @@ Only the command line and the REST status API are used, so the same code drives
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,12 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on host right now."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+from process_utils import free_port, terminate
 
 
 def default_executable() -> str:
@@ -103,16 +95,3 @@ class ModelServerProcess:
     def stop(self, timeout: float = 15) -> int | None:
         """SIGTERM, then SIGKILL after timeout; returns the exit code."""
         return None if self.proc is None else terminate(self.proc, timeout)
-
-
-def terminate(proc: subprocess.Popen, timeout: float) -> int | None:
-    """SIGTERM, then SIGKILL after timeout seconds; returns the exit code."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(5)
-    return proc.returncode

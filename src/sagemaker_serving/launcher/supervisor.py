@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+import process_utils
 from sagemaker_serving.launcher.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ def reap_orphans(known: set[int]) -> list[int]:
     """Collect exited processes that are not ours to poll: as PID 1 in a container, serve
     inherits every orphaned grandchild, and unreaped they stay zombies. A dead child of our
     own (in `known`) is left for its Popen; the scan stops there until that one is polled."""
-    reaped = []
+    reaped: list[int] = []
     while True:
         try:
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -143,6 +144,8 @@ class Child:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
 
+    kill = kill_group  # process_utils.Stoppable: a stop kills the whole group
+
     def wait(self, timeout: float) -> bool:
         """True once the process has exited (within timeout seconds)."""
         deadline = time.monotonic() + timeout
@@ -219,7 +222,7 @@ class Supervisor:
                     self.on_death(child)
                 if not child.record_death(now):
                     return child
-                log.info("restarting %s in %.1fs", child.name, child.restart_at - now)
+                log.info("restarting %s in %.1fs", child.name, (child.restart_at or now) - now)
             if child.restart_at is not None and now >= child.restart_at:
                 child.start()
                 if self.on_restart is not None:
@@ -247,11 +250,8 @@ class Supervisor:
 def stop_all(children: Sequence[Child], timeout: float) -> None:
     """Send every child its graceful signal at once, then wait for all; a group still running
     after `timeout` seconds gets SIGKILL (reaped within KILL_WAIT_SECONDS more)."""
-    deadline = time.monotonic() + timeout
-    for child in children:
-        child.signal(child.graceful_signal)
-    for child in children:
-        if not child.wait(deadline - time.monotonic()):
-            log.warning("%s did not stop within %.0fs: killing it", child.name, timeout)
-            child.kill_group()
-            child.wait(KILL_WAIT_SECONDS)
+
+    def overran(child: Child) -> None:
+        log.warning("%s did not stop within %.0fs: killing it", child.name, timeout)
+
+    process_utils.stop_all(children, timeout, KILL_WAIT_SECONDS, on_kill=overran)
