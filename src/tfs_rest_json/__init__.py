@@ -1,4 +1,5 @@
-"""TF Serving's REST JSON text of tensors: its number text and its predict response layout.
+"""TF Serving's REST conventions: the JSON text of tensors (its number text and its predict
+response layout) and the HTTP status of each status code (status_codes.http_status).
 
 A port of tensorflow_serving/util/json_tensor.cc's writer (rapidjson's PrettyWriter, WriteDecimal)
 in pure numpy, shared by our model server (tfs_model_server.codec.responses) and the SageMaker
@@ -17,12 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from tfs_rest_json.status_codes import http_status
+
 __all__ = [
     "TensorJsonError",
     "decimal",
     "float32_joined",
     "float32_text",
     "float64_tokens",
+    "http_status",
     "indent",
     "json_string",
     "predict_response",

@@ -1,44 +1,48 @@
 """Canonical error codes and the error type every layer raises.
 
-TF Serving reports failures as absl status codes; REST maps them to HTTP
-statuses (http_server.cc ToHTTPStatusCode) and gRPC sends them as they are.
+TF Serving reports failures as absl status codes; REST maps them to HTTP statuses
+(tfs_rest_json.http_status) and gRPC sends them as they are.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 
 import grpc
 
+from tfs_rest_json import http_status
+
 
 class Code(enum.Enum):
-    """absl::StatusCode, with the HTTP status TF Serving's REST API maps it to."""
+    """absl::StatusCode (the gRPC status codes: same names, same numbers)."""
 
-    OK = (0, 200)
-    CANCELLED = (1, 499)
-    UNKNOWN = (2, 500)
-    INVALID_ARGUMENT = (3, 400)
-    DEADLINE_EXCEEDED = (4, 504)
-    NOT_FOUND = (5, 404)
-    ALREADY_EXISTS = (6, 409)
-    PERMISSION_DENIED = (7, 403)
-    RESOURCE_EXHAUSTED = (8, 429)
-    FAILED_PRECONDITION = (9, 400)
-    ABORTED = (10, 409)
-    OUT_OF_RANGE = (11, 400)
-    UNIMPLEMENTED = (12, 501)
-    INTERNAL = (13, 500)
-    UNAVAILABLE = (14, 503)
-    DATA_LOSS = (15, 500)
-    UNAUTHENTICATED = (16, 401)
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
 
     @property
     def number(self) -> int:
-        return self.value[0]
+        return self.value
 
     @property
     def http_status(self) -> int:
-        return self.value[1]
+        """The HTTP status TF Serving's REST API answers with."""
+        return http_status(self.name)
 
     @property
     def grpc_code(self) -> grpc.StatusCode:
@@ -57,29 +61,11 @@ class ServingError(Exception):
         return f"ServingError({self.code.name}, {self.message!r})"
 
 
-def invalid_argument(message: str) -> ServingError:
-    return ServingError(Code.INVALID_ARGUMENT, message)
-
-
-def not_found(message: str) -> ServingError:
-    return ServingError(Code.NOT_FOUND, message)
-
-
-def failed_precondition(message: str) -> ServingError:
-    return ServingError(Code.FAILED_PRECONDITION, message)
-
-
-def unimplemented(message: str) -> ServingError:
-    return ServingError(Code.UNIMPLEMENTED, message)
-
-
-def unavailable(message: str) -> ServingError:
-    return ServingError(Code.UNAVAILABLE, message)
-
-
-def deadline_exceeded(message: str) -> ServingError:
-    return ServingError(Code.DEADLINE_EXCEEDED, message)
-
-
-def internal(message: str) -> ServingError:
-    return ServingError(Code.INTERNAL, message)
+# One constructor per code the server raises: invalid_argument("text") -> ServingError.
+invalid_argument = functools.partial(ServingError, Code.INVALID_ARGUMENT)
+not_found = functools.partial(ServingError, Code.NOT_FOUND)
+failed_precondition = functools.partial(ServingError, Code.FAILED_PRECONDITION)
+unimplemented = functools.partial(ServingError, Code.UNIMPLEMENTED)
+unavailable = functools.partial(ServingError, Code.UNAVAILABLE)
+deadline_exceeded = functools.partial(ServingError, Code.DEADLINE_EXCEEDED)
+internal = functools.partial(ServingError, Code.INTERNAL)

@@ -1,0 +1,42 @@
+"""core.errors: the status codes (numbers, gRPC codes, HTTP statuses) and the error constructors."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from tfs_model_server.core import errors
+from tfs_model_server.core.errors import Code, ServingError
+
+
+def test_codes_are_the_grpc_codes():
+    assert [code.name for code in Code] == [code.name for code in grpc.StatusCode]
+    for code in Code:
+        assert code.grpc_code.value[0] == code.number
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [(Code.OK, 200), (Code.INVALID_ARGUMENT, 400), (Code.NOT_FOUND, 404), (Code.INTERNAL, 500)],
+)
+def test_http_status(code, status):
+    assert code.http_status == status
+
+
+@pytest.mark.parametrize(
+    ("make", "code"),
+    [
+        (errors.invalid_argument, Code.INVALID_ARGUMENT),
+        (errors.not_found, Code.NOT_FOUND),
+        (errors.failed_precondition, Code.FAILED_PRECONDITION),
+        (errors.unimplemented, Code.UNIMPLEMENTED),
+        (errors.unavailable, Code.UNAVAILABLE),
+        (errors.deadline_exceeded, Code.DEADLINE_EXCEEDED),
+        (errors.internal, Code.INTERNAL),
+    ],
+)
+def test_constructors(make, code):
+    error = make("the text")
+    assert isinstance(error, ServingError)
+    assert (error.code, error.message, str(error)) == (code, "the text", "the text")
+    assert repr(error) == f"ServingError({code.name}, 'the text')"
