@@ -138,7 +138,7 @@ class ServingMetrics:
             ["thread_pool_name"],
             EXAMPLE_COUNT_BUCKETS,
         )
-        self._all = [
+        self._all: list[Counter | Histogram] = [
             self.request_count,
             self.request_latency,
             self.runtime_latency,

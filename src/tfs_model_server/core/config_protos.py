@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import (
     descriptor_pb2,
@@ -14,6 +15,7 @@ from google.protobuf import (
     text_format,
     wrappers_pb2,  # noqa: F401  (registers wrappers.proto in the pool)
 )
+from google.protobuf.message import Message
 from tensorflow_serving.config import model_server_config_pb2
 
 from tfs_model_server.core.errors import invalid_argument
@@ -86,7 +88,7 @@ MonitoringConfig = _CLASSES["MonitoringConfig"]
 ModelServerConfig = model_server_config_pb2.ModelServerConfig
 
 
-def parse_text(path: str | Path, message_class: type, what: str):
+def parse_text(path: str | Path, message_class: type[Message], what: str) -> Any:
     """Parse a text-format proto file; a bad file is INVALID_ARGUMENT naming the file."""
     try:
         text = Path(path).read_text()
@@ -101,7 +103,7 @@ def parse_text(path: str | Path, message_class: type, what: str):
     return message
 
 
-def parse_error_line(message_class: type, exc: text_format.ParseError) -> str:
+def parse_error_line(message_class: type[Message], exc: text_format.ParseError) -> str:
     """The line protobuf's C++ text parser logs for a file TF Serving cannot parse:
     `Error parsing text-format <full name>: <line>:<column>: <reason>`."""
     reason = str(exc)

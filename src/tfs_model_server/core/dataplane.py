@@ -259,7 +259,9 @@ class DataPlane:
                 "Tensors class and score should match in dim_size(1). Got "
                 f"{classes.shape[1]} vs. {scores.shape[1]}"
             )
-        width = (classes if classes is not None else scores).shape[1]
+        first = classes if classes is not None else scores
+        assert first is not None  # the signature has classes, scores or both
+        width = first.shape[1]
         results = [
             [
                 (

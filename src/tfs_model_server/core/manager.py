@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tensorflow_serving.config import model_server_config_pb2
+from tensorflow_serving.config.model_server_config_pb2 import ModelConfig
 
 from tfs_model_server.core.errors import (
     Code,
@@ -31,7 +31,6 @@ from tfs_model_server.core.servable import Servable
 
 log = logging.getLogger(__name__)
 
-ModelConfig = model_server_config_pb2.ModelConfig
 Loader = Callable[[str, int, Path], Servable]
 
 
@@ -355,11 +354,11 @@ class ModelManager:
                         for r in record.versions.values()
                         if r.state is not State.END or r.error is not None
                     ]
-                    failed = [r for r in states if r.error is not None]
+                    failed = [(r.version, r.error) for r in states if r.error is not None]
                     if failed:
                         errors.extend(
-                            f"{{name: {name} version: {r.version}}}: {r.error.message}"
-                            for r in failed
+                            f"{{name: {name} version: {version}}}: {error.message}"
+                            for version, error in failed
                         )
                     elif not any(r.state is State.AVAILABLE for r in states) or any(
                         r.state in (State.START, State.LOADING) for r in states
