@@ -30,6 +30,7 @@ from tfs_model_server.codec.responses import (
 )
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
 from tfs_model_server.core.errors import Code, ServingError, invalid_argument
+from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -203,9 +204,9 @@ class RestApi:
         signature, examples, context = classify_regress_request(doc, verb)
         ref = ModelRef(ref.name, ref.version, ref.label, signature)
         if verb == "classify":
-            result = self.plane.classify(ref, examples, context, deadline)
+            result = self.plane.infer(ref, CLASSIFY_METHOD, examples, context, deadline)
             return Reply(200, classify_response(result.classifications or []), _JSON)
-        result = self.plane.regress(ref, examples, context, deadline)
+        result = self.plane.infer(ref, REGRESS_METHOD, examples, context, deadline)
         return Reply(200, regress_response(result.regressions or []), _JSON)
 
     def _predict(self, ref: ModelRef, doc, deadline: float | None) -> Reply:

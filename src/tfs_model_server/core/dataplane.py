@@ -7,23 +7,29 @@ records TF Serving's metrics.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
 from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.core import servable as sv
 from tfs_model_server.core.errors import Code, ServingError, deadline_exceeded, invalid_argument
+from tfs_model_server.core.inference import (
+    Classes,
+    classifications,
+    examples_tensor,
+    inference_signature,
+    regressions,
+)
 from tfs_model_server.core.manager import ModelManager, State
 from tfs_model_server.core.servable import Servable, Signature
 
 InputsFn = Callable[[Signature], Mapping[str, np.ndarray]]
-Classes = list[list[tuple[bytes, float]]]
 
 
 @dataclass(frozen=True)
@@ -76,20 +82,21 @@ def model_spec(name: str, version: int, signature_name: str) -> model_pb2.ModelS
 BATCH_THREAD_POOL = "model_server_batch_threads"
 
 
+@dataclass
 class DataPlane:
     """Predict, classify, regress, multi-inference, metadata and status over a ModelManager."""
 
-    def __init__(
-        self,
-        manager: ModelManager,
-        metrics: ServingMetrics,
-        scheduler: SharedBatchScheduler | None = None,
-        method_name_check: bool = False,
-    ) -> None:
-        self.manager = manager
-        self.metrics = metrics
-        self.scheduler = scheduler
-        self.method_name_check = method_name_check
+    manager: ModelManager
+    metrics: ServingMetrics
+    scheduler: SharedBatchScheduler | None = None
+    method_name_check: bool = False
+
+    @contextlib.contextmanager
+    def held(self, ref: ModelRef) -> Iterator[Servable]:
+        """The version ref names, held loaded for one request."""
+        ref.check()
+        with self.manager.servable(ref.name, ref.version, ref.label) as servable:
+            yield servable
 
     # ----- running a signature (optionally batched) --------------------------------------
     def run(
@@ -166,170 +173,49 @@ class DataPlane:
         output_filter: Sequence[str] = (),
         deadline: float | None = None,
     ) -> PredictResult:
-        ref.check()
-        with self.manager.servable(ref.name, ref.version, ref.label) as servable:
+        with self.held(ref) as servable:
             return self.predict_on(servable, ref.signature_name, inputs, output_filter, deadline)
 
     # ----- Classify / Regress --------------------------------------------------------------
-    def _inference_signature(
-        self, servable: Servable, signature_name: str, method: str
-    ) -> Signature:
-        name = signature_name or sv.DEFAULT_SIGNATURE
-        signature = servable.signatures.get(name)
-        if signature is None:
-            raise invalid_argument(f"No signature was found with the name: {name}")
-        kind = "classification" if method == sv.CLASSIFY_METHOD else "regression"
-        if self.method_name_check and signature.method_name != method:
-            raise invalid_argument(
-                f"Expected {kind} signature method_name to be {method}. "
-                f"Was: {signature.method_name}"
-            )
-        if len(signature.inputs) != 1:
-            raise invalid_argument("Expected one input Tensor.")
-        if "inputs" not in signature.inputs:
-            raise invalid_argument(f"No {kind} inputs found in SignatureDef: {signature.proto}")
-        if method == sv.CLASSIFY_METHOD:
-            if len(signature.outputs) not in (1, 2):
-                raise invalid_argument(
-                    f"Expected one or two output Tensors, found {len(signature.outputs)}"
-                )
-            if "classes" not in signature.outputs and "scores" not in signature.outputs:
-                raise invalid_argument(
-                    "Expected classification signature outputs to contain at least one of "
-                    f'"classes" or "scores". Signature was: {signature.proto}'
-                )
+    def infer_on(
+        self,
+        servable: Servable,
+        method: str,
+        signature_name: str,
+        examples: Sequence[bytes],
+        context: bytes | None = None,
+        deadline: float | None = None,
+    ) -> InferenceResult:
+        """Classify (CLASSIFY_METHOD) or regress (any other method) on one loaded version."""
+        classify = method == sv.CLASSIFY_METHOD
+        method = sv.CLASSIFY_METHOD if classify else sv.REGRESS_METHOD
+        signature = inference_signature(servable, signature_name, method, self.method_name_check)
+        tensor = examples_tensor(examples, context)
+        self.metrics.example_counts.observe(len(tensor), servable.name)
+        self.metrics.example_count_total.inc(servable.name, amount=len(tensor))
+        result = InferenceResult(servable.name, servable.version, signature.key)
+        if classify:
+            aliases = [a for a in ("classes", "scores") if a in signature.outputs]
+            out = self.run(servable, signature, {"inputs": tensor}, aliases, deadline, "Classify")
+            result.classifications = classifications(out, len(tensor))
         else:
-            if len(signature.outputs) != 1:
-                raise invalid_argument("Expected one output Tensor.")
-            if "outputs" not in signature.outputs:
-                raise invalid_argument(
-                    f"No regression outputs found in SignatureDef: {signature.proto}"
-                )
-        return signature
-
-    def _examples_tensor(
-        self, servable: Servable, examples: Sequence[bytes], context: bytes | None
-    ) -> np.ndarray:
-        if not examples:
-            raise invalid_argument("Input is empty.")
-        if context:
-            examples = [context + example for example in examples]
-        tensor = np.empty(len(examples), dtype=object)
-        tensor[:] = list(examples)
-        self.metrics.example_counts.observe(len(examples), servable.name)
-        self.metrics.example_count_total.inc(servable.name, amount=len(examples))
-        return tensor
-
-    def classify_on(
-        self,
-        servable: Servable,
-        signature_name: str,
-        examples: Sequence[bytes],
-        context: bytes | None = None,
-        deadline: float | None = None,
-    ) -> InferenceResult:
-        signature = self._inference_signature(servable, signature_name, sv.CLASSIFY_METHOD)
-        tensor = self._examples_tensor(servable, examples, context)
-        aliases = [a for a in ("classes", "scores") if a in signature.outputs]
-        out = self.run(servable, signature, {"inputs": tensor}, aliases, deadline, "Classify")
-        n = len(tensor)
-        classes, scores = out.get("classes"), out.get("scores")
-        for what, value, dtype in (
-            ("classes", classes, "DT_STRING"),
-            ("scores", scores, "DT_FLOAT"),
-        ):
-            if value is None:
-                continue
-            if value.ndim != 2:
-                raise invalid_argument(
-                    "Expected Tensor shape: [batch_size num_classes] but got "
-                    f"[{','.join(map(str, value.shape))}]"
-                )
-            ok = value.dtype == object if what == "classes" else value.dtype == np.float32
-            if not ok:
-                raise invalid_argument(
-                    f"Expected {what} Tensor of {dtype}. Got: DT_{str(value.dtype).upper()}"
-                )
-            if value.shape[0] != n:
-                raise invalid_argument(
-                    f"Expected {what} output batch size of {n}. Got: {value.shape[0]}"
-                )
-        if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
-            raise invalid_argument(
-                "Tensors class and score should match in dim_size(1). Got "
-                f"{classes.shape[1]} vs. {scores.shape[1]}"
+            out = self.run(
+                servable, signature, {"inputs": tensor}, ["outputs"], deadline, "Regress"
             )
-        first = classes if classes is not None else scores
-        assert first is not None  # the signature has classes, scores or both
-        width = first.shape[1]
-        results = [
-            [
-                (
-                    bytes(classes[i, c]) if classes is not None else b"",
-                    float(scores[i, c]) if scores is not None else 0.0,
-                )
-                for c in range(width)
-            ]
-            for i in range(n)
-        ]
-        return InferenceResult(
-            servable.name, servable.version, signature.key, classifications=results
-        )
+            result.regressions = regressions(out["outputs"], len(tensor))
+        return result
 
-    def regress_on(
-        self,
-        servable: Servable,
-        signature_name: str,
-        examples: Sequence[bytes],
-        context: bytes | None = None,
-        deadline: float | None = None,
-    ) -> InferenceResult:
-        signature = self._inference_signature(servable, signature_name, sv.REGRESS_METHOD)
-        tensor = self._examples_tensor(servable, examples, context)
-        out = self.run(servable, signature, {"inputs": tensor}, ["outputs"], deadline, "Regress")
-        value = out["outputs"]
-        if not (value.ndim == 1 or (value.ndim == 2 and value.shape[1] == 1)):
-            raise invalid_argument(
-                "Expected output Tensor shape to be either [batch_size] or "
-                f"[batch_size, 1] but got [{','.join(map(str, value.shape))}]"
-            )
-        if value.dtype != np.float32:
-            raise invalid_argument(
-                f"Expected output Tensor of DT_FLOAT. Got: DT_{str(value.dtype).upper()}"
-            )
-        if value.shape[0] != len(tensor):
-            raise invalid_argument(
-                "Input batch size did not match output batch size: "
-                f"{len(tensor)} vs. {value.shape[0]}"
-            )
-        return InferenceResult(
-            servable.name,
-            servable.version,
-            signature.key,
-            regressions=[float(v) for v in value.reshape(-1)],
-        )
-
-    def classify(
+    def infer(
         self,
         ref: ModelRef,
+        method: str,
         examples: Sequence[bytes],
         context: bytes | None = None,
         deadline: float | None = None,
     ) -> InferenceResult:
-        ref.check()
-        with self.manager.servable(ref.name, ref.version, ref.label) as servable:
-            return self.classify_on(servable, ref.signature_name, examples, context, deadline)
-
-    def regress(
-        self,
-        ref: ModelRef,
-        examples: Sequence[bytes],
-        context: bytes | None = None,
-        deadline: float | None = None,
-    ) -> InferenceResult:
-        ref.check()
-        with self.manager.servable(ref.name, ref.version, ref.label) as servable:
-            return self.regress_on(servable, ref.signature_name, examples, context, deadline)
+        """Classify or regress (by method) on the version ref names."""
+        with self.held(ref) as servable:
+            return self.infer_on(servable, method, ref.signature_name, examples, context, deadline)
 
     def multi_inference(
         self,
@@ -360,19 +246,17 @@ class DataPlane:
             seen.add(ref.signature_name)
             if method not in (sv.CLASSIFY_METHOD, sv.REGRESS_METHOD):
                 raise invalid_argument(f"Unsupported signature method_name: {method}")
-        first.check()
-        with self.manager.servable(first.name, first.version, first.label) as servable:
-            results = []
-            for ref, method in tasks:
-                run = self.classify_on if method == sv.CLASSIFY_METHOD else self.regress_on
-                results.append(run(servable, ref.signature_name, examples, context, deadline))
-            return results
+        with self.held(first) as servable:
+            return [
+                self.infer_on(servable, method, ref.signature_name, examples, context, deadline)
+                for ref, method in tasks
+            ]
 
     # ----- Metadata / status -----------------------------------------------------------
     def metadata(
         self, ref: ModelRef, fields: Sequence[str] = ("signature_def",)
     ) -> get_model_metadata_pb2.GetModelMetadataResponse:
-        ref.check()
+        ref.check()  # before the field checks, as TF Serving orders them
         if not fields:
             raise invalid_argument(
                 "GetModelMetadataRequest must specify at least one metadata_field"
@@ -380,7 +264,7 @@ class DataPlane:
         for field in fields:
             if field != "signature_def":
                 raise invalid_argument(f"Metadata field {field} is not supported")
-        with self.manager.servable(ref.name, ref.version, ref.label) as servable:
+        with self.held(ref) as servable:
             response = get_model_metadata_pb2.GetModelMetadataResponse()
             response.model_spec.CopyFrom(model_spec(servable.name, servable.version, ""))
             sig_map = get_model_metadata_pb2.SignatureDefMap()
@@ -400,10 +284,6 @@ class DataPlane:
                 entry.status.error_code = error.code.number
                 entry.status.error_message = error.message
         return response
-
-
-def signature_def_map(servable: Servable) -> dict[str, meta_graph_pb2.SignatureDef]:
-    return dict(servable.meta_graph.signature_def.items())
 
 
 __all__ = ["DataPlane", "InferenceResult", "ModelRef", "PredictResult", "State", "model_spec"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import uvicorn
 
-from tfs_model_server.api.grpc_api import start_grpc_server
+from tfs_model_server.api.grpc_server import start_grpc_server
 from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.api.rest_api import RestApi
 from tfs_model_server.batching.options import BatchingOptions
@@ -141,14 +141,20 @@ class ModelServer:
         """Apply a new model_config_list: blocks until new models are AVAILABLE or failed."""
         configs = list(config.model_config_list.config)
         with self._reload_lock:
-            self.manager.set_config(configs)
-            errors = self.manager.wait_until_available([c.name for c in configs])
-            if errors:
-                raise ServingError(
-                    Code.UNKNOWN,
-                    f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
-                )
-            self.manager.apply_labels(configs)
+            self._serve_models(configs)
+
+    def _serve_models(self, configs: list[ModelConfig], start_polling: bool = False) -> None:
+        """Serve configs' models; block until they are AVAILABLE (or failed), then label them."""
+        self.manager.set_config(configs)
+        if start_polling:
+            self.manager.start_polling()
+        errors = self.manager.wait_until_available([c.name for c in configs])
+        if errors:
+            raise ServingError(
+                Code.UNKNOWN,
+                f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
+            )
+        self.manager.apply_labels(configs)
 
     def _poll_config_file(self) -> None:
         wait = self.options.model_config_file_poll_wait_seconds
@@ -170,16 +176,7 @@ class ModelServer:
     # ----- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Load every model (blocking), then open the gRPC and REST ports."""
-        configs = initial_configs(self.options)
-        self.manager.set_config(configs)
-        self.manager.start_polling()
-        errors = self.manager.wait_until_available([c.name for c in configs])
-        if errors:
-            raise ServingError(
-                Code.UNKNOWN,
-                f"{len(errors)} model(s) did not become available: {{{', '.join(errors)}}}",
-            )
-        self.manager.apply_labels(configs)
+        self._serve_models(initial_configs(self.options), start_polling=True)
         if self.options.model_config_file and self.options.model_config_file_poll_wait_seconds > 0:
             threading.Thread(
                 target=self._poll_config_file, name="tfs-config-poller", daemon=True

@@ -15,6 +15,8 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from tfs_model_server.core.errors import ServingError, invalid_argument, unimplemented
+from tfs_model_server.core.example_inputs import serialized_examples
+from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
 
 if TYPE_CHECKING:
     from tfs_model_server.core.dataplane import DataPlane
@@ -50,16 +52,6 @@ def read_warmup_logs(version_dir: Path) -> list[prediction_log_pb2.PredictionLog
     return logs
 
 
-def _examples(request_input) -> tuple[list[bytes], bytes | None]:
-    kind = request_input.WhichOneof("kind")
-    if kind == "example_list":
-        return [e.SerializeToString() for e in request_input.example_list.examples], None
-    if kind == "example_list_with_context":
-        lst = request_input.example_list_with_context
-        return [e.SerializeToString() for e in lst.examples], lst.context.SerializeToString()
-    raise invalid_argument("Input is empty.")
-
-
 def replay(entry: prediction_log_pb2.PredictionLog, servable: Servable, plane: DataPlane) -> None:
     """Run one warmup record against the servable being loaded."""
     kind = entry.WhichOneof("log_type")
@@ -71,15 +63,15 @@ def replay(entry: prediction_log_pb2.PredictionLog, servable: Servable, plane: D
         )
     elif kind in ("classify_log", "regress_log"):
         request = getattr(entry, kind).request
-        examples, context = _examples(request.input)
-        run = plane.classify_on if kind == "classify_log" else plane.regress_on
-        run(servable, request.model_spec.signature_name, examples, context)
+        examples, context = serialized_examples(request.input)
+        method = CLASSIFY_METHOD if kind == "classify_log" else REGRESS_METHOD
+        plane.infer_on(servable, method, request.model_spec.signature_name, examples, context)
     elif kind == "multi_inference_log":
         request = entry.multi_inference_log.request
-        examples, context = _examples(request.input)
+        examples, context = serialized_examples(request.input)
         for task in request.tasks:
-            run = plane.classify_on if task.method_name.endswith("classify") else plane.regress_on
-            run(servable, task.model_spec.signature_name, examples, context)
+            method = CLASSIFY_METHOD if task.method_name.endswith("classify") else REGRESS_METHOD
+            plane.infer_on(servable, method, task.model_spec.signature_name, examples, context)
     else:
         raise unimplemented(f"Unsupported log_type for warmup: {kind}")
 

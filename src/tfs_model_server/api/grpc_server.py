@@ -1,0 +1,49 @@
+"""The model server's gRPC server: PredictionService and ModelService on a port and/or a socket."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent import futures
+from typing import Any
+
+import grpc
+from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+
+from tfs_model_server.api.model_service import ModelService, ReloadFn
+from tfs_model_server.api.prediction_service import PredictionService
+from tfs_model_server.core.dataplane import DataPlane
+
+
+def start_grpc_server(
+    plane: DataPlane,
+    reload_config: ReloadFn,
+    *,
+    port: int,
+    socket_path: str,
+    max_threads: int,
+    channel_arguments: Sequence[tuple[str, Any]],
+    host: str = "0.0.0.0",
+) -> grpc.Server:
+    """Serve both services on 0.0.0.0:port and/or a UNIX socket; max message size INT32_MAX."""
+    options = [
+        ("grpc.max_send_message_length", 2**31 - 1),
+        ("grpc.max_receive_message_length", 2**31 - 1),
+        *channel_arguments,
+    ]
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="grpc"),
+        options=options,
+        maximum_concurrent_rpcs=None,
+    )
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(plane), server
+    )
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(
+        ModelService(plane, reload_config), server
+    )
+    if port and server.add_insecure_port(f"{host}:{port}") == 0:
+        raise OSError(f"Failed to bind the gRPC server to port {port}")
+    if socket_path and server.add_insecure_port(f"unix:{socket_path}") == 0:
+        raise OSError(f"Failed to bind the gRPC server to unix socket {socket_path}")
+    server.start()
+    return server

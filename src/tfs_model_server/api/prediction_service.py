@@ -1,0 +1,119 @@
+"""gRPC tensorflow.serving.PredictionService over the data plane: Predict, Classify, Regress,
+MultiInference and GetModelMetadata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    inference_pb2,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+    regression_pb2,
+)
+
+from tfs_model_server.api.grpc_calls import Calls, deadline
+from tfs_model_server.core import servable as sv
+from tfs_model_server.core.dataplane import InferenceResult, ModelRef, model_spec
+from tfs_model_server.core.example_inputs import serialized_examples
+from tfs_model_server.core.tensor_protos import to_ndarray, to_proto
+
+
+def _fill_result(result: InferenceResult, out: Any) -> None:
+    """Write a classify or regress result into its ClassificationResult/RegressionResult."""
+    if result.classifications is not None:
+        for row in result.classifications:
+            classifications = out.classifications.add()
+            for label, score in row:
+                classifications.classes.add(label=label.decode("utf-8", "replace"), score=score)
+    else:
+        for value in result.regressions or []:
+            out.regressions.add(value=value)
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, Calls):
+    """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
+
+    def Predict(
+        self, request: predict_pb2.PredictRequest, context: grpc.ServicerContext
+    ) -> predict_pb2.PredictResponse:
+        def run() -> predict_pb2.PredictResponse:
+            inputs = {k: to_ndarray(v, k) for k, v in request.inputs.items()}
+            result = self.plane.predict(
+                ModelRef.from_spec(request.model_spec),
+                inputs,
+                list(request.output_filter),
+                deadline(context),
+            )
+            response = predict_pb2.PredictResponse(
+                model_spec=model_spec(result.model_name, result.version, result.signature_name)
+            )
+            for alias, value in result.outputs.items():
+                response.outputs[alias].CopyFrom(to_proto(value))
+            return response
+
+        return self.call("predict", request.model_spec.name, context, run)
+
+    def Classify(
+        self, request: classification_pb2.ClassificationRequest, context: grpc.ServicerContext
+    ) -> classification_pb2.ClassificationResponse:
+        response = classification_pb2.ClassificationResponse()
+        return self._infer("classify", sv.CLASSIFY_METHOD, request, context, response)
+
+    def Regress(
+        self, request: regression_pb2.RegressionRequest, context: grpc.ServicerContext
+    ) -> regression_pb2.RegressionResponse:
+        response = regression_pb2.RegressionResponse()
+        return self._infer("regress", sv.REGRESS_METHOD, request, context, response)
+
+    def _infer(
+        self, api: str, method: str, request: Any, context: grpc.ServicerContext, response: Any
+    ) -> Any:
+        """Classify or Regress: fill `response` (with its model_spec and result)."""
+
+        def run() -> Any:
+            examples, ctx = serialized_examples(request.input)
+            ref = ModelRef.from_spec(request.model_spec)
+            result = self.plane.infer(ref, method, examples, ctx, deadline(context))
+            signature_name = request.model_spec.signature_name
+            response.model_spec.CopyFrom(
+                model_spec(result.model_name, result.version, signature_name)
+            )
+            _fill_result(result, response.result)
+            return response
+
+        return self.call(api, request.model_spec.name, context, run)
+
+    def MultiInference(
+        self, request: inference_pb2.MultiInferenceRequest, context: grpc.ServicerContext
+    ) -> inference_pb2.MultiInferenceResponse:
+        def run() -> inference_pb2.MultiInferenceResponse:
+            examples, ctx = serialized_examples(request.input)
+            tasks = [(ModelRef.from_spec(t.model_spec), t.method_name) for t in request.tasks]
+            results = self.plane.multi_inference(tasks, examples, ctx, deadline(context))
+            response = inference_pb2.MultiInferenceResponse()
+            for task, result in zip(request.tasks, results, strict=True):
+                out = response.results.add(
+                    model_spec=model_spec(
+                        result.model_name, result.version, task.model_spec.signature_name
+                    )
+                )
+                classified = result.classifications is not None
+                _fill_result(
+                    result, out.classification_result if classified else out.regression_result
+                )
+            return response
+
+        name = request.tasks[0].model_spec.name if request.tasks else ""
+        return self.call("multi_inference", name, context, run)
+
+    def GetModelMetadata(
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest, context: grpc.ServicerContext
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
+        fields = list(request.metadata_field)
+        return self.call_for_model(
+            "get_model_metadata", request, context, lambda ref: self.plane.metadata(ref, fields)
+        )
