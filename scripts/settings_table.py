@@ -1,4 +1,5 @@
-"""Print the README "Settings" table (Markdown) from sagemaker_serving.config.settings.VARIABLES."""
+"""Print the README "Settings" table (Markdown) from the declarations in
+sagemaker_serving.config.settings (VARIABLES)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,7 @@ def _cell(text: str) -> str:
 def settings_table() -> str:
     """One row per environment variable: name, default, meaning."""
     rows = ["| Variable | Default | Meaning |", "|---|---|---|"]
-    rows += [
-        f"| `{name}` | {_cell(default)} | {_cell(meaning)} |"
-        for name, default, meaning in VARIABLES
-    ]
+    rows += [f"| `{v.name}` | {_cell(v.default_text)} | {_cell(v.doc)} |" for v in VARIABLES]
     return "\n".join(rows) + "\n"
 
 

@@ -10,6 +10,8 @@ import pytest
 from sagemaker_serving.config import settings as settings_module
 from sagemaker_serving.config.settings import VARIABLES, Settings, SettingsError
 
+FIELD_OF = {f.metadata["variable"].name: f.name for f in dataclasses.fields(Settings) if f.metadata}
+
 
 def parse(cpu_count: int = 4, **env: str) -> Settings:
     return Settings.from_env(env, cpu_count=cpu_count)
@@ -78,80 +80,85 @@ def test_settings_are_frozen():
         parse().bind_to_port = 1  # type: ignore[misc]
 
 
-@pytest.mark.parametrize(
-    ("name", "raw", "field", "expected"),
-    [
-        ("SAGEMAKER_BIND_TO_PORT", "8081", "bind_to_port", 8081),
-        ("SAGEMAKER_BIND_TO_PORT", " 65535 ", "bind_to_port", 65535),
-        ("SAGEMAKER_BIND_TO_PORT", "1", "bind_to_port", 1),
-        ("SAGEMAKER_SAFE_PORT_RANGE", "9000-9999", "safe_port_range", (9000, 9999)),
-        ("SAGEMAKER_SAFE_PORT_RANGE", " 10 - 10 ", "safe_port_range", (10, 10)),
-        ("SAGEMAKER_MULTI_MODEL", "TRUE", "multi_model", True),
-        ("SAGEMAKER_MULTI_MODEL", "False", "multi_model", False),
-        (
-            "SAGEMAKER_TFS_DEFAULT_MODEL_NAME",
-            "half_plus_two",
-            "default_model_name",
-            "half_plus_two",
-        ),
-        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "0-model.v2", "default_model_name", "0-model.v2"),
-        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "None", "default_model_name", None),
-        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "", "default_model_name", None),
-        ("SAGEMAKER_TFS_DEFAULT_MODEL_NAME", "m" * 255, "default_model_name", "m" * 255),
-        ("SAGEMAKER_TFS_ENABLE_BATCHING", "true", "enable_batching", True),
-        ("SAGEMAKER_TFS_MAX_BATCH_SIZE", "128", "max_batch_size", 128),
-        ("SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS", "0", "batch_timeout_micros", 0),
-        ("SAGEMAKER_TFS_NUM_BATCH_THREADS", "2", "num_batch_threads", 2),
-        ("SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES", "1000000", "max_enqueued_batches", 1000000),
-        ("SAGEMAKER_BATCH", "true", "batch", True),
-        ("SAGEMAKER_BATCH", "FALSE", "batch", False),
-        ("SAGEMAKER_BATCH", "", "batch", False),
-        ("SAGEMAKER_TFS_INSTANCE_COUNT", "+4", "instance_count", 4),
-        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "0", "gpu_memory_margin", 0.0),
-        ("SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN", "0.5", "gpu_memory_margin", 0.5),
-        ("SAGEMAKER_TFS_INTER_OP_PARALLELISM", "2", "inter_op_parallelism", 2),
-        ("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", "16", "intra_op_parallelism", 16),
-        ("SAGEMAKER_TFS_WAIT_TIME_SECONDS", "600", "wait_time_seconds", 600),
-        ("SAGEMAKER_TFS_NGINX_LOGLEVEL", "WARN", "nginx_log_level", "warn"),
-        ("SAGEMAKER_TFS_VERSION", "2.21", "tfs_version", "2.21"),
-        ("SAGEMAKER_GUNICORN_WORKERS", "4", "gunicorn_workers", 4),
-        ("SAGEMAKER_GUNICORN_THREADS", "8", "gunicorn_threads", 8),
-        ("SAGEMAKER_GUNICORN_WORKER_CLASS", "gthread", "gunicorn_worker_class", "gthread"),
-        ("SAGEMAKER_GUNICORN_LOGLEVEL", "Debug", "gunicorn_log_level", "debug"),
-        ("SAGEMAKER_LOG_FORMAT", "JSON", "log_format", "json"),
-        ("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", "120", "gunicorn_timeout_seconds", 120),
-        (
-            "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS",
-            "300",
-            "nginx_proxy_read_timeout_seconds",
-            300,
-        ),
-        ("SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS", "30", "nginx_client_timeout_seconds", 30),
-        (
-            "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT",
-            "64",
-            "nginx_max_connections_per_client",
-            64,
-        ),
-        ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET", "bucket", "universal_bucket", "bucket"),
-        ("SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX", "code/v1", "universal_prefix", "code/v1"),
-        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "0", "max_payload_in_mb", 0),
-        ("SAGEMAKER_MAX_PAYLOAD_IN_MB", "100", "max_payload_in_mb", 100),
-        ("SAGEMAKER_BATCH_STRATEGY", "MULTI_RECORD", "batch_strategy", "MULTI_RECORD"),
-        ("SAGEMAKER_BATCH_STRATEGY", "single_record", "batch_strategy", "SINGLE_RECORD"),
-        ("SAGEMAKER_BATCH_STRATEGY", "MultiRecord", "batch_strategy", "MULTI_RECORD"),
-        ("SAGEMAKER_BATCH_STRATEGY", "SingleRecord", "batch_strategy", "SINGLE_RECORD"),
-        ("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", "16", "max_concurrent_transforms", 16),
-        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "1", "onednn_system_allocator", True),
-        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "TRUE", "onednn_system_allocator", True),
-        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "0", "onednn_system_allocator", False),
-        ("TF_ONEDNN_USE_SYSTEM_ALLOCATOR", "false", "onednn_system_allocator", False),
-        ("OMP_NUM_THREADS", "4", "omp_num_threads", "4"),
-        ("OMP_NUM_THREADS", "", "omp_num_threads", "1"),
-    ],
-)
-def test_parses_variable(name, raw, field, expected):
-    assert getattr(parse(**{name: raw}), field) == expected
+def test_every_variable_sets_its_field():
+    env = {
+        "SAGEMAKER_BIND_TO_PORT": " 65535 ",
+        "SAGEMAKER_SAFE_PORT_RANGE": " 10 - 20 ",
+        "SAGEMAKER_MULTI_MODEL": "TRUE",
+        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "0-model.v2",
+        "SAGEMAKER_TFS_ENABLE_BATCHING": "true",
+        "SAGEMAKER_TFS_MAX_BATCH_SIZE": "128",
+        "SAGEMAKER_TFS_BATCH_TIMEOUT_MICROS": "0",
+        "SAGEMAKER_TFS_NUM_BATCH_THREADS": "2",
+        "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "1000000",
+        "SAGEMAKER_BATCH": "True",
+        "SAGEMAKER_TFS_INSTANCE_COUNT": "+4",
+        "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN": "0.5",
+        "SAGEMAKER_TFS_INTER_OP_PARALLELISM": "2",
+        "SAGEMAKER_TFS_INTRA_OP_PARALLELISM": "16",
+        "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "600",
+        "SAGEMAKER_TFS_NGINX_LOGLEVEL": "WARN",
+        "SAGEMAKER_TFS_VERSION": "2.21",
+        "SAGEMAKER_GUNICORN_WORKERS": "6",
+        "SAGEMAKER_GUNICORN_THREADS": "16",
+        "SAGEMAKER_GUNICORN_WORKER_CLASS": "Sync",
+        "SAGEMAKER_GUNICORN_LOGLEVEL": "Debug",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "120",
+        "SAGEMAKER_LOG_FORMAT": "JSON",
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "300",
+        "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS": "30",
+        "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT": "64",
+        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",
+        "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "code/v1",
+        "SAGEMAKER_MME_MEMORY_RESERVE_MB": "512",
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0",
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB": "100",
+        "SAGEMAKER_BATCH_STRATEGY": "SingleRecord",
+        "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "16",
+        "OMP_NUM_THREADS": "4",
+    }
+    assert sorted(env) == sorted(v.name for v in VARIABLES)
+    assert dataclasses.asdict(parse(cpu_count=4, **env)) == {
+        "cpu_count": 4,
+        "bind_to_port": 65535,
+        "safe_port_range": (10, 20),
+        "multi_model": True,
+        "default_model_name": "0-model.v2",
+        "enable_batching": True,
+        "max_batch_size": 128,
+        "batch_timeout_micros": 0,
+        "num_batch_threads": 2,
+        "max_enqueued_batches": 1000000,
+        "batch": True,
+        "instance_count": 4,
+        "gpu_memory_margin": 0.5,
+        "inter_op_parallelism": 2,
+        "intra_op_parallelism": 16,
+        "wait_time_seconds": 600,
+        "nginx_log_level": "warn",
+        "tfs_version": "2.21",
+        "gunicorn_workers": 6,
+        "gunicorn_threads": 16,
+        "gunicorn_worker_class": "sync",
+        "gunicorn_log_level": "debug",
+        "gunicorn_timeout_seconds": 120,
+        "log_format": "json",
+        "nginx_proxy_read_timeout_seconds": 300,
+        "nginx_client_timeout_seconds": 30,
+        "nginx_max_connections_per_client": 64,
+        "universal_bucket": "bucket",
+        "universal_prefix": "code/v1",
+        "mme_memory_reserve_mb": 512,
+        "onednn_system_allocator": False,
+        "max_payload_in_mb": 100,
+        "batch_strategy": "SINGLE_RECORD",
+        "max_concurrent_transforms": 16,
+        "omp_num_threads": "4",
+    }
+
+
+def test_the_default_model_name_none_counts_as_unset():
+    assert parse(SAGEMAKER_TFS_DEFAULT_MODEL_NAME="None").default_model_name is None
 
 
 def test_multi_model_uses_the_system_allocator_unless_told_otherwise():
@@ -234,7 +241,7 @@ def test_error_message_format():
 
 @pytest.mark.parametrize("raw", ["", "   ", "\t\n"])
 def test_blank_values_take_the_default(raw):
-    env = {name: raw for name, _, _ in VARIABLES}
+    env = {v.name: raw for v in VARIABLES}
     assert parse(cpu_count=3, **env) == parse(cpu_count=3)
 
 
@@ -285,30 +292,37 @@ class RecordingEnv(Mapping[str, str]):
 def test_variables_document_exactly_what_from_env_reads():
     env = RecordingEnv()
     Settings.from_env(env, cpu_count=2)
-    documented = [name for name, _, _ in VARIABLES]
+    documented = [v.name for v in VARIABLES]
     assert len(documented) == len(set(documented))
     assert env.read == set(documented)
 
 
-def test_every_sagemaker_field_is_documented():
-    documented = {name for name, _, _ in VARIABLES}
-    envs = [f.metadata.get("env") for f in dataclasses.fields(Settings)]
-    sagemaker_envs = {e for e in envs if e and e.startswith("SAGEMAKER_")}
-    assert len(sagemaker_envs) == 32
-    assert sagemaker_envs <= documented
-    assert {e for e in envs if e} == documented
+def test_every_variable_has_its_meaning_and_every_field_but_cpu_count_a_variable():
+    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 32
+    assert [v.name for v in VARIABLES if not v.doc] == []
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
+    assert list(FIELD_OF.values()) == [f.name for f in dataclasses.fields(Settings)][1:]
 
 
 def test_documented_literal_defaults_match():
     defaults = parse(cpu_count=4)
-    field_of = {f.metadata["env"]: f.name for f in dataclasses.fields(Settings) if f.metadata}
     checked = 0
-    for name, default, _ in VARIABLES:
-        if " " in default:
+    for variable in VARIABLES:
+        if " " in variable.default_text:
             continue  # a description, not a literal value
-        value = getattr(defaults, field_of[name])
+        value = getattr(defaults, FIELD_OF[variable.name])
         shown = "unset" if value is None else str(value).lower()
-        assert shown == default, name
+        assert shown == variable.default_text, variable.name
         checked += 1
     assert checked >= 20
+
+
+def test_described_defaults():
+    described = {v.name: v.default_text for v in VARIABLES if " " in v.default_text}
+    assert described == {
+        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "first model by name",
+        "SAGEMAKER_TFS_NUM_BATCH_THREADS": "number of CPUs",
+        "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "number of CPUs; 100000000 in batch transform",
+        "SAGEMAKER_GUNICORN_WORKERS": "number of CPUs",
+        "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "`1` multi-model, else unset",
+    }

@@ -11,7 +11,7 @@ from sagemaker_serving.config.settings import VARIABLES
 
 def test_readme_mentions_every_variable():
     readme = (REPO / "README.md").read_text()
-    missing = [name for name, _, _ in VARIABLES if f"`{name}`" not in readme]
+    missing = [v.name for v in VARIABLES if f"`{v.name}`" not in readme]
     assert missing == []
 
 
