@@ -29,6 +29,17 @@ class Calls:
     def __init__(self, plane: DataPlane) -> None:
         self.plane = plane
 
+    def call_for_model(
+        self,
+        api: str,
+        request: Any,
+        context: grpc.ServicerContext,
+        fn: Callable[[ModelRef], Response],
+    ) -> Response:
+        """call() of fn on the model the request's model_spec names."""
+        spec = request.model_spec
+        return self.call(api, spec.name, context, lambda: fn(ModelRef.from_spec(spec)))
+
     def call(
         self,
         api: str,
@@ -36,6 +47,7 @@ class Calls:
         context: grpc.ServicerContext,
         fn: Callable[[], Response],
     ) -> Response:
+        """fn's response; its ServingError (or any failure, as INTERNAL) aborts the RPC."""
         start = time.perf_counter()
         response: Any = None
         try:
@@ -47,19 +59,5 @@ class Calls:
             log.exception("%s failed", api)
             self.plane.metrics.record_request(model_name, api, "INTERNAL")
             context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
-        self.plane.metrics.record_request(model_name, api, "OK")
-        self.plane.metrics.request_latency.observe(
-            (time.perf_counter() - start) * 1e6, model_name, api, "GRPC"
-        )
+        self.plane.metrics.record_success(model_name, api, "GRPC", start)
         return response
-
-    def call_for_model(
-        self,
-        api: str,
-        request: Any,
-        context: grpc.ServicerContext,
-        fn: Callable[[ModelRef], Response],
-    ) -> Response:
-        """call() of fn on the model the request's model_spec names."""
-        spec = request.model_spec
-        return self.call(api, spec.name, context, lambda: fn(ModelRef.from_spec(spec)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Sequence
 
 
@@ -155,6 +156,13 @@ class ServingMetrics:
         """Count an inference request (status and metadata calls are not counted)."""
         if api in INFERENCE_APIS:
             self.request_count.inc(model_name, status)
+
+    def record_success(self, model_name: str, api: str, protocol: str, started: float) -> None:
+        """Count a request that succeeded and its latency since time.perf_counter() `started`."""
+        self.record_request(model_name, api, "OK")
+        self.request_latency.observe(
+            (time.perf_counter() - started) * 1e6, model_name, api, protocol
+        )
 
     def render(self) -> bytes:
         lines: list[str] = []

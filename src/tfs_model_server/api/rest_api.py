@@ -181,10 +181,7 @@ class RestApi:
                 self.plane.metrics.record_request(model_name, api, exc.code.name)
             return _error(exc.code, exc.message)
         if model_name:
-            self.plane.metrics.record_request(model_name, api, "OK")
-            self.plane.metrics.request_latency.observe(
-                (time.perf_counter() - start) * 1e6, model_name, api, "REST"
-            )
+            self.plane.metrics.record_success(model_name, api, "REST", start)
         return reply
 
     def _post(

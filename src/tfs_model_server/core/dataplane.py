@@ -210,8 +210,8 @@ class DataPlane:
         ref: ModelRef,
         method: str,
         examples: Sequence[bytes],
-        context: bytes | None = None,
-        deadline: float | None = None,
+        context: bytes | None,
+        deadline: float | None,
     ) -> InferenceResult:
         """Classify or regress (by method) on the version ref names."""
         with self.held(ref) as servable:
