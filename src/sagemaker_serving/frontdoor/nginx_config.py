@@ -1,12 +1,21 @@
-"""Render nginx.conf from nginx/nginx.conf.template and find nginx and its njs module."""
+"""nginx.conf for a run, rendered from nginx/nginx.conf.template, and where nginx and its
+modules are."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from sagemaker_serving.config.access import Access, write_private
+from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
+from sagemaker_serving.frontdoor.front_metrics import nginx_access_log
+from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH
 
 NGINX_DIR = Path(__file__).resolve().parent / "nginx"  # package data: template, tfs.js
 TEMPLATE_NAME = "nginx.conf.template"
@@ -19,6 +28,9 @@ MODULE_DIRS = (
 NJS_MODULE = "ngx_http_js_module.so"
 HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 _PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
+CONF_NAME = "nginx.conf"
+ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
+TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # under RUN_DIR/nginx-tmp
 
 # /invocations through njs; what njs cannot convert goes on to the Python service.
 FAST_PATH_LOCATIONS = """        location = /invocations {
@@ -185,3 +197,102 @@ def render(template: str, values: Mapping[str, object]) -> str:
 
 def render_file(nginx_dir: Path, values: Mapping[str, object]) -> str:
     return render((nginx_dir / TEMPLATE_NAME).read_text(), values)
+
+
+class PythonServiceLink(Protocol):
+    """What nginx needs of the Python service (serve's ServiceProcess)."""
+
+    @property
+    def socket_path(self) -> str: ...  # gunicorn's unix socket
+
+    @property
+    def metrics_socket(self) -> Path: ...  # nginx sends a datagram per request it answers
+
+    @property
+    def access(self) -> Access: ...  # the run's secret and who nginx's workers are
+
+    @property
+    def handles_invocations(self) -> bool: ...  # user code: /invocations goes to it
+
+
+def ping_targets(rest_ports: Sequence[int], model_names: Sequence[str]) -> str:
+    """The internal URIs /ping checks: every model on every model server instance (with no
+    models, multi-model: every instance answering at all)."""
+    if not model_names:
+        return " ".join(f"/_instance/{port}{PROMETHEUS_PATH}" for port in rest_ports)
+    return " ".join(f"/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names)
+
+
+@dataclass
+class NginxConf:
+    """nginx.conf and the values it is rendered from (rendered again to drain)."""
+
+    layout: NginxLayout
+    path: Path
+    values: dict[str, object]
+
+    def write(self, draining: bool = False) -> Path:
+        """Write the file (0600: it holds the run's secret); `draining`: /ping answers 503."""
+        self.values["DRAINING"] = "1" if draining else "0"
+        write_private(self.path, render_file(self.layout.nginx_dir, self.values))
+        return self.path
+
+    def command(self) -> list[str]:
+        """nginx in the foreground on this file (add -t to only test it)."""
+        run_dir = str(self.values["RUN_DIR"])
+        return [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
+
+
+def nginx_conf(
+    settings: Settings,
+    layout: NginxLayout,
+    run_dir: Path,
+    *,
+    listen: str,
+    default_model: str,
+    rest_ports: Sequence[int],
+    model_names: Sequence[str],
+    service: PythonServiceLink,
+    ready_file: Path,
+    shutdown_grace: int,
+) -> NginxConf:
+    """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, /ping
+    waits for `ready_file` (ping_gate), nginx ends its own drain after `shutdown_grace` s."""
+    gate = ping_gate(ready_file)
+    for sub in TEMP_DIRS:
+        (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
+    invocations = SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
+    upstreams = service_upstream(service.socket_path)
+    if settings.multi_model:
+        invocations += "\n\n" + multi_model_locations(settings.wait_time_seconds + 10)
+        upstreams += "\n\n" + MULTI_MODEL_MAPS
+    values: dict[str, object] = {
+        "NJS_MODULE": layout.njs_module,
+        "HEADERS_MORE_MODULE": layout.headers_more_module,
+        "CLIENT_TIMEOUT": settings.nginx_client_timeout_seconds,
+        "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
+        "WORKER_PROCESSES": "auto",
+        "RUN_DIR": run_dir,
+        "LOG_LEVEL": settings.nginx_log_level,
+        "SHUTDOWN_GRACE": shutdown_grace,
+        "PING_GATE": gate,
+        "NGINX_DIR": layout.nginx_dir,
+        "ACCESS_LOG": "/dev/stdout",
+        "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
+        "BODY_LIMIT": size_text(settings.body_limit_bytes),
+        "RESPONSE_BUFFER": size_text(ANSWER_LIMIT_FACTOR * settings.body_limit_bytes),
+        "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
+        "TFS_SERVERS": upstream_servers(rest_ports),
+        "EXTRA_UPSTREAMS": upstreams,
+        "LISTEN": listen,
+        "DEFAULT_MODEL": default_model,
+        "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
+        "INVOCATIONS_LOCATIONS": invocations,
+        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
+        "METRICS_LOG": nginx_access_log(service.metrics_socket),
+        "SERVICE_TOKEN": service.access.token,
+        "NGINX_USER": service.access.nginx_user,
+        # multi-model: 200 once the service is up, whatever is loaded
+        "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} /_service/ping".strip(),
+    }
+    return NginxConf(layout, run_dir / CONF_NAME, values)

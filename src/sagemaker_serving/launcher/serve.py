@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import logging
 import os
 import shutil
@@ -22,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagemaker_serving.config import log_setup
-from sagemaker_serving.config.access import TOKEN_HEADER, write_private
+from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.model_discovery import (
     Model,
     ModelDiscoveryError,
@@ -32,25 +31,14 @@ from sagemaker_serving.config.model_discovery import (
 from sagemaker_serving.config.ports import allocate_model_server_ports
 from sagemaker_serving.config.settings import Settings, SettingsError
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
-from sagemaker_serving.frontdoor.front_metrics import nginx_access_log
 from sagemaker_serving.frontdoor.nginx_config import (
-    FAST_PATH_LOCATIONS,
-    MULTI_MODEL_MAPS,
     NGINX_DIR,
-    SERVICE_COMMON_LOCATIONS,
-    SERVICE_LOCATIONS,
+    NginxConf,
     NginxLayout,
     NginxSetupError,
     find_nginx,
-    multi_model_locations,
-    ping_gate,
-    render_file,
-    service_ping_location,
-    service_upstream,
-    size_text,
-    upstream_servers,
+    nginx_conf,
 )
-from sagemaker_serving.launcher.execution_parameters import execution_parameters
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_BIND_LIBRARY,
     count_gpus,
@@ -81,7 +69,6 @@ MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model end
 # overruns its share is SIGKILLed with its whole process group.
 SHUTDOWN_BUDGET_SECONDS = 25.0
 DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
-ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
 BACKEND_STOP_SECONDS = 4.0
 KILL_RESERVE_SECONDS = 1.0  # after each SIGKILL: the time to reap the group
 NGINX_STOP_SECONDS = (
@@ -203,21 +190,6 @@ def model_server_children(
     return children
 
 
-@dataclass
-class NginxConf:
-    """nginx.conf and the values it is rendered from (re-rendered to drain)."""
-
-    layout: NginxLayout
-    path: Path
-    values: dict[str, object]
-
-    def write(self, draining: bool = False) -> Path:
-        self.values["DRAINING"] = "1" if draining else "0"
-        # 0600: it holds the run's secret (service_access.py)
-        write_private(self.path, render_file(self.layout.nginx_dir, self.values))
-        return self.path
-
-
 def new_ready_file() -> Path:
     """Where serve notes that everything is ready: until the file exists, /ping's probes answer
     503 themselves instead of trying model servers and a Python service that are still
@@ -225,14 +197,6 @@ def new_ready_file() -> Path:
     directory = Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-"))
     directory.chmod(0o755)
     return directory / READY_FILE
-
-
-def ping_targets(rest_ports: list[int], models: list[Model]) -> str:
-    """The internal URIs /ping checks: every model on every model server instance (with no
-    models, multi-model: every instance answering at all)."""
-    if not models:
-        return " ".join(f"/_instance/{port}{PROMETHEUS_PATH}" for port in rest_ports)
-    return " ".join(f"/_instance/{port}/v1/models/{m.name}" for port in rest_ports for m in models)
 
 
 def nginx_child(
@@ -244,58 +208,30 @@ def nginx_child(
     default: str,
     rest_ports: list[int],
     service: ServiceProcess,
-    ready_file: Path | None = None,
+    ready_file: Path,
 ) -> tuple[Child, NginxConf]:
-    gate = ping_gate(ready_file or run_dir / READY_FILE)
-    for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
-    listen = f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port)
-    values: dict[str, object] = {
-        "NJS_MODULE": layout.njs_module,
-        "HEADERS_MORE_MODULE": layout.headers_more_module,
-        "CLIENT_TIMEOUT": settings.nginx_client_timeout_seconds,
-        "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
-        "WORKER_PROCESSES": "auto",
-        "RUN_DIR": run_dir,
-        "LOG_LEVEL": settings.nginx_log_level,
-        "SHUTDOWN_GRACE": NGINX_DRAIN_SECONDS,
-        "PING_GATE": gate,
-        "NGINX_DIR": layout.nginx_dir,
-        "ACCESS_LOG": "/dev/stdout",
-        "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
-        "BODY_LIMIT": size_text(settings.body_limit_bytes),
-        "RESPONSE_BUFFER": size_text(ANSWER_LIMIT_FACTOR * settings.body_limit_bytes),
-        "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
-        "TFS_SERVERS": upstream_servers(rest_ports),
-        "EXTRA_UPSTREAMS": service_upstream(service.socket_path)
-        + ("\n\n" + MULTI_MODEL_MAPS if settings.multi_model else ""),
-        "LISTEN": listen,
-        "DEFAULT_MODEL": default,
-        "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
-        "INVOCATIONS_LOCATIONS": (
-            SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
-        )
-        + (
-            "\n\n" + multi_model_locations(settings.wait_time_seconds + 10)
-            if settings.multi_model
-            else ""
-        ),
-        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
-        "METRICS_LOG": nginx_access_log(service.metrics_socket),
-        "SERVICE_TOKEN": service.access.token,
-        "NGINX_USER": service.access.nginx_user,
-        # multi-model: 200 once the service is up, whatever is loaded
-        "PING_TARGETS": f"{ping_targets(rest_ports, models)} /_service/ping".strip(),
-    }
-    nginx_conf = NginxConf(layout, run_dir / "nginx.conf", values)
-    conf = nginx_conf.write()
-    argv = [layout.binary, "-e", "stderr", "-p", str(run_dir), "-c", str(conf)]
-    check = Child("nginx-config-test", [*argv, "-t", "-q"])
+    """nginx with the run's config, once `nginx -t` accepts it (StartupError if not)."""
+    conf = nginx_conf(
+        settings,
+        layout,
+        run_dir,
+        listen=f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port),
+        default_model=default,
+        rest_ports=rest_ports,
+        model_names=[m.name for m in models],
+        service=service,
+        ready_file=ready_file,
+        shutdown_grace=NGINX_DRAIN_SECONDS,
+    )
+    path = conf.write()
+    check = Child("nginx-config-test", [*conf.command(), "-t", "-q"])
     check.start()
     if not check.wait(30) or check.proc is None or check.proc.returncode != 0:
-        raise StartupError(f"nginx rejected the generated config {conf} (see the log above)")
-    nginx = Child("nginx", argv, child_environment(settings), graceful_signal=signal.SIGQUIT)
-    return nginx, nginx_conf
+        raise StartupError(f"nginx rejected the generated config {path} (see the log above)")
+    nginx = Child(
+        "nginx", conf.command(), child_environment(settings), graceful_signal=signal.SIGQUIT
+    )
+    return nginx, conf
 
 
 def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:

@@ -1,5 +1,6 @@
 """The Docker images, scripts and buildspec, checked by every means that runs without an engine:
-hadolint, a parse of the Dockerfiles, bash -n and shellcheck, the buildspec, nginx -t."""
+hadolint, a parse of the Dockerfiles, bash -n and shellcheck, the buildspec (nginx -t on the
+rendered config: test/unit/sagemaker_serving/frontdoor/test_nginx_config.py)."""
 
 from __future__ import annotations
 
@@ -362,22 +363,3 @@ def test_everything_the_buildspec_calls_exists():
             subprocess.run(["bash", "-n", str(target)], check=True, timeout=30)
     for name in re.findall(r"\.venv/bin/([\w-]+)", text):
         tool(name)
-
-
-# ----- nginx -t on the config serve renders ------------------------------------------------------
-
-
-def test_rendered_nginx_config_passes_nginx_t():
-    results = load_script("nginx_check").check_all()
-    assert [name for name, _, _ in results] == ["fast-path", "user-code", "multi-model"]
-    for name, accepted, output in results:
-        assert accepted, f"{name}:\n{output}"
-
-
-def test_nginx_t_rejects_an_njs_syntax_error(tmp_path):
-    nginx_dir = tmp_path / "nginx"
-    shutil.copytree(REPO / "src" / "sagemaker_serving" / "frontdoor" / "nginx", nginx_dir)
-    with (nginx_dir / "tfs.js").open("a") as f:
-        f.write("\nfunction broken( {\n")
-    results = load_script("nginx_check").check_all(nginx_dir)
-    assert not any(accepted for _, accepted, _ in results)

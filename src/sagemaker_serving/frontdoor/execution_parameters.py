@@ -1,4 +1,5 @@
-"""The answer to GET /execution-parameters (batch transform tuning, SageMaker contract §3.3)."""
+"""The answer to GET /execution-parameters: SageMaker Batch Transform asks it before a job for
+MaxConcurrentTransforms, BatchStrategy and MaxPayloadInMB, where the job does not set them."""
 
 from __future__ import annotations
 

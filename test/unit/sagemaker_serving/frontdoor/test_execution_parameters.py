@@ -1,4 +1,4 @@
-"""Tests for sagemaker_serving.launcher.execution_parameters (GET /execution-parameters)."""
+"""Tests for sagemaker_serving.frontdoor.execution_parameters (GET /execution-parameters)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sagemaker_serving.config.settings import Settings
-from sagemaker_serving.launcher.execution_parameters import execution_parameters
+from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
 
 
 def params(cpu_count: int = 4, **env: str) -> dict:
