@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import example_models as em
 import numpy as np
@@ -12,11 +13,18 @@ import pytest
 import requests
 from conftest import VENV_BIN, model_server, start_model_server
 
+from tfs_model_server.process import ModelServerProcess
+
 SERVER = str(VENV_BIN / "tfs-model-server")
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([SERVER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def start_once(args: list[str], log_path: Path) -> ModelServerProcess:
+    """A server started with args and no load retries (a failed load ends its start-up)."""
+    return start_model_server([*args, "--max_num_load_retries=0"], log_path, timeout=60)
 
 
 def test_version_flag():
@@ -62,11 +70,7 @@ def test_failed_load_ends_start_up(tmp_path):
     bad = tmp_path / "bad" / "1"
     bad.mkdir(parents=True)
     (bad / "saved_model.pb").write_bytes(b"not a saved model")
-    server = start_model_server(
-        [f"--model_base_path={tmp_path / 'bad'}", "--max_num_load_retries=0"],
-        tmp_path / "log",
-        timeout=60,
-    )
+    server = start_once([f"--model_base_path={tmp_path / 'bad'}"], tmp_path / "log")
     assert server.proc.wait(60) != 0
     assert "Failed to start server" in server.log()
 
@@ -109,11 +113,7 @@ def test_warmup_records_are_replayed_and_bad_ones_fail_the_load(tmp_path):
     em.write_warmup_requests(
         bad / "1", [em.predict_log("m", {"nope": np.array([1.0], np.float32)})]
     )
-    server = start_model_server(
-        [f"--model_base_path={bad}", "--model_name=m", "--max_num_load_retries=0"],
-        tmp_path / "b.log",
-        timeout=60,
-    )
+    server = start_once([f"--model_base_path={bad}", "--model_name=m"], tmp_path / "b.log")
     assert server.proc.wait(60) != 0
     assert "Failed to start server" in server.log()
 

@@ -14,16 +14,16 @@ from conftest import model_server
 CONFIG = """
 model_config_list {{
   config {{ name: 'half_plus_two' base_path: '{root}/half_plus_two' model_platform: 'tensorflow' }}
+  config {{ name: 'tf2' base_path: '{root}/half_plus_two_tf2' model_platform: 'tensorflow' }}
+  config {{ name: 'multi_io' base_path: '{root}/multi_io' model_platform: 'tensorflow' }}
+  config {{ name: 'strings' base_path: '{root}/string_input' model_platform: 'tensorflow' }}
+  config {{ name: 'keras' base_path: '{root}/keras' model_platform: 'tensorflow' }}
   config {{
     name: 'half_plus_three' base_path: '{root}/half_plus_three' model_platform: 'tensorflow'
     model_version_policy {{ all {{}} }}
     version_labels {{ key: 'stable' value: 123 }}
     version_labels {{ key: 'canary' value: 124 }}
   }}
-  config {{ name: 'tf2' base_path: '{root}/half_plus_two_tf2' model_platform: 'tensorflow' }}
-  config {{ name: 'multi_io' base_path: '{root}/multi_io' model_platform: 'tensorflow' }}
-  config {{ name: 'strings' base_path: '{root}/string_input' model_platform: 'tensorflow' }}
-  config {{ name: 'keras' base_path: '{root}/keras' model_platform: 'tensorflow' }}
 }}
 """
 
