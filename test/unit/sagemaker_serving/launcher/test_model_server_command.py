@@ -115,37 +115,42 @@ def test_minimal_command():
     ]
 
 
-def test_full_command_for_our_server():
+FULL_ARGV = [
+    "/bin/tms",
+    "--port=10000",
+    "--rest_api_port=10001",
+    "--model_config_file=/run/model-config.cfg",
+    "--max_num_load_retries=0",
+    "--rest_api_timeout_in_ms=90000",
+    "--enable_batching=true",
+    "--batching_parameters_file=/run/batching.cfg",
+    "--tensorflow_intra_op_parallelism=4",
+    "--tensorflow_inter_op_parallelism=2",
+    "--monitoring_config_file=/run/monitoring.cfg",
+    "--per_process_gpu_memory_fraction=0.4",
+]
+
+
+def full_command(ours: bool) -> list[str]:
     s = settings(
         SAGEMAKER_TFS_ENABLE_BATCHING="true",
         SAGEMAKER_TFS_INTRA_OP_PARALLELISM="4",
         SAGEMAKER_TFS_INTER_OP_PARALLELISM="2",
         SAGEMAKER_GUNICORN_TIMEOUT_SECONDS="90",
     )
-    argv = command(
+    return command(
         s,
-        ours=True,
+        ours=ours,
         grpc_port=10000,
         rest_port=10001,
         batching_path=Path("/run/batching.cfg"),
         monitoring_config_path=Path("/run/monitoring.cfg"),
         gpu_memory_fraction=0.4,
     )
-    assert argv == [
-        "/bin/tms",
-        "--port=10000",
-        "--rest_api_port=10001",
-        "--model_config_file=/run/model-config.cfg",
-        "--max_num_load_retries=0",
-        "--rest_api_timeout_in_ms=90000",
-        "--enable_batching=true",
-        "--batching_parameters_file=/run/batching.cfg",
-        "--tensorflow_intra_op_parallelism=4",
-        "--tensorflow_inter_op_parallelism=2",
-        "--monitoring_config_file=/run/monitoring.cfg",
-        "--per_process_gpu_memory_fraction=0.4",
-        "--bind_address=127.0.0.1",
-    ]
+
+
+def test_full_command_for_our_server():
+    assert full_command(ours=True) == [*FULL_ARGV, "--bind_address=127.0.0.1"]
 
 
 def test_bind_address_only_for_our_server():
@@ -208,34 +213,8 @@ TFS_FLAGS = {
 
 
 def test_full_command_for_the_real_binary():
-    s = settings(
-        SAGEMAKER_TFS_ENABLE_BATCHING="true",
-        SAGEMAKER_TFS_INTRA_OP_PARALLELISM="4",
-        SAGEMAKER_TFS_INTER_OP_PARALLELISM="2",
-    )
-    argv = command(
-        s,
-        ours=False,
-        grpc_port=10000,
-        rest_port=10001,
-        batching_path=Path("/run/batching.cfg"),
-        monitoring_config_path=Path("/run/monitoring.cfg"),
-        gpu_memory_fraction=0.4,
-    )
-    assert argv == [
-        "/bin/tms",
-        "--port=10000",
-        "--rest_api_port=10001",
-        "--model_config_file=/run/model-config.cfg",
-        "--max_num_load_retries=0",
-        "--rest_api_timeout_in_ms=60000",
-        "--enable_batching=true",
-        "--batching_parameters_file=/run/batching.cfg",
-        "--tensorflow_intra_op_parallelism=4",
-        "--tensorflow_inter_op_parallelism=2",
-        "--monitoring_config_file=/run/monitoring.cfg",
-        "--per_process_gpu_memory_fraction=0.4",
-    ]
+    argv = full_command(ours=False)
+    assert argv == FULL_ARGV
     names = {a[2:].split("=", 1)[0] for a in argv[1:]}
     assert names <= TFS_FLAGS, names - TFS_FLAGS
 

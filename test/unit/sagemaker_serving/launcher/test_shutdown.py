@@ -41,6 +41,28 @@ def _stubborn(name: str, graceful: int = signal.SIGTERM) -> Child:
     return child
 
 
+def _stack(tmp_path: Path, nginx: Child, service_child: Child, model_server: Child) -> serve.Stack:
+    """A Stack of these children (no configs, no ports), its service sockets in tmp_path."""
+    socket_dir = tmp_path / "socket"
+    socket_dir.mkdir()
+    service = ServiceProcess(
+        service_child, str(socket_dir / "s.sock"), socket_dir, False, socket_dir / "m", new_access()
+    )
+    return serve.Stack(
+        settings=Settings.from_env({}),
+        run_dir=tmp_path,
+        models=[],
+        default_model="m",
+        rest_ports=[],
+        grpc_ports=[],
+        nginx=nginx,
+        nginx_conf=_Conf(),  # type: ignore[arg-type]
+        service=service,
+        ready_file=tmp_path / "ping" / "ready",
+        model_servers=[model_server],
+    )
+
+
 def test_the_budget_fits_sagemakers_sigkill():
     parts = (
         serve.DRAIN_NOTICE_SECONDS
@@ -63,40 +85,21 @@ def test_shutdown_ends_within_the_budget_when_every_child_ignores_its_signal(
     model_server = _stubborn("model-server-0")
     children = [nginx, service_child, model_server]
     processes = [psutil.Process(c.pid) for c in children if c.pid is not None]
-    socket_dir = tmp_path / "socket"
-    socket_dir.mkdir()
-    stack = serve.Stack(
-        settings=Settings.from_env({}),
-        run_dir=tmp_path,
-        models=[],
-        default_model="m",
-        rest_ports=[],
-        grpc_ports=[],
-        nginx=nginx,
-        nginx_conf=_Conf(),  # type: ignore[arg-type]
-        service=ServiceProcess(
-            service_child,
-            str(socket_dir / "s.sock"),
-            socket_dir,
-            False,
-            socket_dir / "m",
-            new_access(),
-        ),
-        ready_file=tmp_path / "ping" / "ready",
-        model_servers=[model_server],
-    )
+    stack = _stack(tmp_path, nginx, service_child, model_server)
     requested = time.monotonic()
     try:
         serve.shutdown(stack, requested)
         elapsed = time.monotonic() - requested
         assert stack.nginx_conf.draining  # type: ignore[attr-defined]
         assert not any(c.alive() for c in children)
+        # each overran its share and was killed, and all within the budget
+        assert [c.proc.returncode for c in children if c.proc] == [-signal.SIGKILL] * 3
         assert elapsed < 6.0 + 1.0, elapsed
     finally:
         for process in processes:
             if process.is_running():
                 process.kill()
-    assert not socket_dir.exists()
+    assert not stack.service.socket_dir.exists()
 
 
 @pytest.mark.parametrize("late", [22.0, 40.0])
@@ -104,29 +107,8 @@ def test_a_late_shutdown_still_stops_everything(tmp_path: Path, late: float):
     # the budget counts from SIGTERM: time already spent (a slow start step) shortens it
     model_server = _stubborn("model-server-0")
     nginx = Child("nginx", [sys.executable, "-c", "pass"])
-    socket_dir = tmp_path / "socket"
-    socket_dir.mkdir()
     service_child = Child("python-service", [sys.executable, "-c", "pass"])
-    stack = serve.Stack(
-        settings=Settings.from_env({}),
-        run_dir=tmp_path,
-        models=[],
-        default_model="m",
-        rest_ports=[],
-        grpc_ports=[],
-        nginx=nginx,
-        nginx_conf=_Conf(),  # type: ignore[arg-type]
-        service=ServiceProcess(
-            service_child,
-            str(socket_dir / "s.sock"),
-            socket_dir,
-            False,
-            socket_dir / "m",
-            new_access(),
-        ),
-        ready_file=tmp_path / "ping" / "ready",
-        model_servers=[model_server],
-    )
+    stack = _stack(tmp_path, nginx, service_child, model_server)
     started = time.monotonic()
     serve.shutdown(stack, started - late)
     assert not model_server.alive()

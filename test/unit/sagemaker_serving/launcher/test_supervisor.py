@@ -1,22 +1,55 @@
-"""Supervisor: restarts with backoff, gives up on a child that keeps dying, stops in order."""
+"""Supervisor: restarts with backoff, gives up on a child that keeps dying, stops in order,
+and takes every child's process group with it (with the watchdog: nothing outlives serve)."""
 
 from __future__ import annotations
 
-import contextlib
+import os
 import signal
+import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
-import psutil
 import pytest
 
-from sagemaker_serving.launcher.supervisor import Child, RestartPolicy, Supervisor, stop_all
+from sagemaker_serving.launcher.supervisor import (
+    Child,
+    RestartPolicy,
+    Supervisor,
+    reap_orphans,
+    stop_all,
+)
+from sagemaker_serving.launcher.watchdog import Watchdog
 
 FAST = RestartPolicy(max_restarts=2, window_seconds=60, backoff_initial=0.05, backoff_max=0.2)
 
+# prints "ready" once SIGTERM is ignored (its own and, with argv[1] == "group", a grandchild's)
+STUBBORN = (
+    "import signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "if sys.argv[1:] == ['group']:\n"
+    "    code = ('import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '\n"
+    "            'print(\"ready\", flush=True); time.sleep(60)')\n"
+    "    g = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE)\n"
+    "    g.stdout.readline()\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
 
-def python(code: str) -> list[str]:
-    return [sys.executable, "-c", code]
+
+def python(code: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", code, *args]
+
+
+def started_stubborn(*args: str) -> Child:
+    """A Child that ignores SIGTERM, started and past its 'ready' line."""
+    child = Child("stubborn", python(STUBBORN, *args))
+    child.relay = lambda _name, _stream: None  # stdout piped: read here
+    child.start()
+    assert child.proc is not None and child.proc.stdout is not None
+    assert child.proc.stdout.readline().strip() == b"ready"
+    return child
 
 
 def test_a_child_that_keeps_dying_is_reported():
@@ -27,7 +60,8 @@ def test_a_child_that_keeps_dying_is_reported():
     assert supervisor.run() is child
     assert child.starts == 3  # first start + max_restarts restarts, then it gives up
     assert len(child.deaths) == 3
-    assert time.monotonic() - started < 10
+    # both restarts waited for their backoff: 0.05 s, then 0.1 s
+    assert time.monotonic() - started >= 0.15
 
 
 def test_backoff_grows_between_restarts():
@@ -47,44 +81,66 @@ def test_old_deaths_leave_the_window():
 
 
 def test_a_dead_child_is_restarted_and_a_stop_request_ends_the_run():
-    child = Child("short", python("import time; time.sleep(0.2)"), policy=FAST)
+    child = Child("short", python("pass"), policy=FAST)
     supervisor = Supervisor([child], poll_interval=0.02)
-    restarted: list[int] = []
-    supervisor.on_restart = lambda c: restarted.append(c.pid)
+    restarted = threading.Event()
+
+    def on_restart(_child: Child) -> None:
+        restarted.set()
+        supervisor.request_stop()
+
+    supervisor.on_restart = on_restart
     child.start()
-    deadline = time.monotonic() + 10
-    while not restarted and time.monotonic() < deadline:
-        assert supervisor.check() is None
-        time.sleep(0.02)
-    assert restarted and child.starts == 2
-    supervisor.request_stop()
-    assert supervisor.run() is None
+    runner = threading.Thread(target=supervisor.run)
+    runner.start()
+    assert restarted.wait(10)
+    runner.join(10)
+    assert not runner.is_alive() and child.starts == 2
     stop_all([child], 5)
     assert not child.alive()
 
 
-def test_stop_all_kills_a_child_that_ignores_its_signal():
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    child = Child("stubborn", python(code))
+def test_a_death_is_reported_before_its_restart():
+    child = Child("short", python("pass"), policy=FAST)
+    supervisor = Supervisor([child], poll_interval=0.02)
+    events: list[str] = []
+
+    def on_restart(restarted: Child) -> None:
+        events.append(f"restart {restarted.starts}")
+        supervisor.request_stop()
+
+    supervisor.on_death = lambda dead: events.append(f"death {dead.starts}")
+    supervisor.on_restart = on_restart
     child.start()
-    time.sleep(0.5)  # let it install the handler
+    assert supervisor.run() is None
+    assert events == ["death 1", "restart 2"]
+    stop_all([child], 5)
+
+
+def test_stop_all_kills_a_child_that_ignores_its_signal(caplog):
+    child = started_stubborn()
     started = time.monotonic()
     stop_all([child], 1.0)
     assert not child.alive()
     assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started >= 1.0  # it had its time first
+    assert "stubborn did not stop within 1s: killing it" in caplog.text
+
+
+def test_stop_kills_the_whole_group_of_a_child_that_ignores_sigterm(tree):
+    child = started_stubborn("group")
+    assert child.pid is not None
+    (grandchild,) = tree.descendants(child.pid)
+    child.stop(0.5)
+    assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
+    assert tree.wait_gone([grandchild.pid], 2) == []
 
 
 def test_orphans_are_reaped_and_our_own_children_left_to_their_popen():
-    import os
-    import subprocess
-    import time
-
-    from sagemaker_serving.launcher.supervisor import reap_orphans
-
     ours = subprocess.Popen(["true"])
     stranger = subprocess.Popen(["true"])  # stands in for an orphan: not in `known`
-    time.sleep(0.5)
+    for proc in (ours, stranger):  # both exited, neither reaped
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
     reaped = reap_orphans({ours.pid})
     # the scan stops at a dead child of ours; once it is polled, the stranger goes
     assert ours.poll() == 0
@@ -94,145 +150,52 @@ def test_orphans_are_reaped_and_our_own_children_left_to_their_popen():
     stranger.returncode = 0  # reaped behind its Popen's back, as an orphan would be
 
 
-# ----- process groups and the watchdog: nothing outlives serve ---------------------------------
-
-SPAWNER = (
-    "import subprocess, sys, time\n"
-    "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-    "print(p.pid, flush=True)\n"
-    "time.sleep(float(sys.argv[1]))\n"
-)
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def _wait_gone(pids, timeout: float = 5.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        left = [pid for pid in pids if not _gone(pid)]
-        if not left:
-            return []
-        time.sleep(0.05)
-    return [pid for pid in pids if not _gone(pid)]
-
-
-def _grandchildren(pid: int, count: int = 1) -> list[psutil.Process]:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        found = psutil.Process(pid).children(recursive=True)
-        if len(found) >= count:
-            return found
-        time.sleep(0.02)
-    raise AssertionError(f"pid {pid} did not start {count} processes")
-
-
-def _spawner(seconds: float, **kwargs) -> tuple[Child, int]:
-    """A child that starts a grandchild (in its process group) and lives `seconds`."""
-    child = Child("spawner", [*python(SPAWNER), str(seconds)], **kwargs)
-    child.start()
-    assert child.pid is not None
-    return child, _grandchildren(child.pid)[0].pid
-
-
-def test_an_exited_child_takes_its_group_with_it():
+def test_an_exited_child_takes_its_group_with_it(tree):
     # nginx's or gunicorn's master gone, its workers must not linger (and hold the port)
-    child, grandchild = _spawner(0.5)
+    child, grandchild = tree.spawner(0.5)
     assert child.wait(10)
     assert child.proc is not None and child.proc.returncode == 0
-    assert _wait_gone([grandchild], 0.5) == []
+    assert tree.wait_gone([grandchild], 0.5) == []
 
 
-def test_stop_kills_the_whole_group_of_a_child_that_ignores_sigterm():
+def test_a_child_started_from_a_thread_outlives_the_thread(tmp_path: Path):
+    # PR_SET_PDEATHSIG fired when the *thread* that forked the child exited
+    go = tmp_path / "go"
     code = (
-        "import signal, subprocess, sys, time\n"
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
-        "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)'])\n"
+        "import os, sys, time\n"
+        "while not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+        "print('alive', flush=True)\n"
         "time.sleep(60)\n"
     )
-    child = Child("stubborn", python(code))
-    child.start()
-    assert child.pid is not None
-    (grandchild,) = _grandchildren(child.pid)
-    time.sleep(0.3)  # let both install their handlers
-    child.stop(0.5)
-    assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
-    assert _wait_gone([grandchild.pid], 2) == []
-
-
-def test_a_child_started_from_a_thread_outlives_the_thread():
-    # PR_SET_PDEATHSIG fired when the *thread* that forked the child exited
-    import threading
-
-    child = Child("sleeper", python("import time; time.sleep(60)"))
+    child = Child("sleeper", python(code, str(go)))
+    child.relay = lambda _name, _stream: None
     thread = threading.Thread(target=child.start)
     thread.start()
     thread.join()
-    time.sleep(0.5)
+    go.touch()  # only now may it answer: after its thread is gone
     try:
+        assert child.proc is not None and child.proc.stdout is not None
+        assert child.proc.stdout.readline().strip() == b"alive"
         assert child.alive()
     finally:
         child.stop(2)
 
 
-def test_the_watchdog_kills_the_groups_when_serve_exits():
-    from sagemaker_serving.launcher.watchdog import Watchdog
-
+def test_a_dead_watchdog_is_replaced_and_knows_every_group(tree):
     watchdog = Watchdog()
     watchdog.start()
-    child, grandchild = _spawner(60, watchdog=watchdog)
-    # closing the pipe stands in for serve's exit: if any child had inherited the write end,
-    # the watchdog would never read end-of-file
-    watchdog.stop()
-    assert watchdog.proc is not None and watchdog.proc.returncode == 0
-    assert _wait_gone([grandchild], 5) == []
-    assert child.wait(5)
-
-
-def test_the_watchdog_removes_serves_directories(tmp_path):
-    from sagemaker_serving.launcher.watchdog import Watchdog
-
-    directory = tmp_path / "sagemaker-serve-x"
-    (directory / "sub").mkdir(parents=True)
-    watchdog = Watchdog()
-    watchdog.start()
-    watchdog.remove_on_exit(directory)
-    assert directory.exists()
-    watchdog.stop()
-    assert not directory.exists()
-
-
-def test_a_dead_watchdog_is_replaced_and_knows_every_group():
-    from sagemaker_serving.launcher.watchdog import Watchdog
-
-    watchdog = Watchdog()
-    watchdog.start()
-    child, grandchild = _spawner(60, watchdog=watchdog)
+    child, grandchild = tree.spawner(60, watchdog=watchdog)
     supervisor = Supervisor([child], watchdog=watchdog)
     assert watchdog.proc is not None
     first = watchdog.proc
     first.kill()
     first.wait(5)
-    assert not _gone(grandchild)  # a killed watchdog kills nothing: the groups live on
+    assert tree.wait_gone([grandchild], 0) == [grandchild]  # a killed watchdog kills nothing
     assert supervisor.check() is None
     assert watchdog.alive() and watchdog.proc is not first
     watchdog.stop()  # the new one kills the group it was told about at its start
-    assert _wait_gone([grandchild], 5) == []
+    assert tree.wait_gone([grandchild], 5) == []
     assert child.wait(5)
-
-
-def test_the_watchdog_forgets_a_group_serve_has_reaped():
-    # a reaped group's id may be reused by an unrelated process: it must not be killed
-    from sagemaker_serving.launcher.watchdog import parse
-
-    groups: set[int] = set()
-    parse([b"+100", b"+200", b"-100", b"", b"+x", b"+1", b"*300", b"+0"], groups)
-    assert groups == {200}
 
 
 SERVE_STAND_IN = """
@@ -250,21 +213,26 @@ time.sleep(60)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM, signal.SIGSEGV])
-def test_nothing_outlives_a_dead_serve(signum):
-    import subprocess
-
-    serve = subprocess.Popen([*python(SERVE_STAND_IN), SPAWNER], stdout=subprocess.PIPE, text=True)
-    descendants: list[psutil.Process] = []
+def test_nothing_outlives_a_dead_serve(tree, signum):
+    serve = subprocess.Popen(
+        [*python(SERVE_STAND_IN), tree.SPAWNER], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert serve.stdout is not None and serve.stdout.readline().strip() == "started"
         # the watchdog, 2 children and their 2 children
-        descendants = _grandchildren(serve.pid, 5)
+        descendants = tree.descendants(serve.pid, 5)
         serve.send_signal(signum)
         serve.wait(10)
-        assert _wait_gone([p.pid for p in descendants], 5) == []
+        assert tree.wait_gone([p.pid for p in descendants], 5) == []
     finally:
         serve.kill()
         serve.wait(10)
-        for process in descendants:  # when the test failed
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
+
+
+def test_process_groups_are_their_own(tree):
+    child, grandchild = tree.spawner(60)
+    assert child.pid is not None
+    assert os.getpgid(child.pid) == child.pid == os.getpgid(grandchild)
+    assert os.getpgid(child.pid) != os.getpgrp()
+    child.stop(5)
+    assert tree.wait_gone([grandchild], 5) == []
