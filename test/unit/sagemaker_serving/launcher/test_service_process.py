@@ -1,0 +1,110 @@
+"""sagemaker_serving.launcher.service_process: what serve prepares for the Python service (its
+config file, command line, sockets, inherited descriptors), without starting it."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from sagemaker_serving.config.access import read_token
+from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.config.settings import Settings, SettingsError
+from sagemaker_serving.launcher import service_process as sp
+from sagemaker_serving.launcher.service_process import (
+    ServiceProcess,
+    fresh_mme_state_dir,
+    mme_state_dir,
+    service_process,
+)
+
+PORTS = [(9000, 8501), (9002, 8503)]
+
+
+def prepared(tmp_path: Path, code: str | None = None, **env: str) -> ServiceProcess:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir(exist_ok=True)
+    if code is not None:
+        (model_dir / "code").mkdir()
+        (model_dir / "code" / "inference.py").write_text(code)
+    settings = Settings.from_env(env, cpu_count=4)
+    return service_process(settings, model_dir, tmp_path / "run", "m", PORTS, {"PYTHONPATH": "x"})
+
+
+def option(service: ServiceProcess, name: str) -> str:
+    return next(a.split("=", 1)[1] for a in service.child.argv if a.startswith(f"--{name}="))
+
+
+@pytest.fixture
+def service(tmp_path: Path):
+    (tmp_path / "run").mkdir()
+    process = prepared(tmp_path)
+    yield process
+    process.cleanup()
+
+
+def test_without_user_code_it_takes_only_the_binary_formats(service: ServiceProcess):
+    assert not service.handles_invocations
+    assert option(service, "workers") == "2"  # at most 2 without user code
+    assert option(service, "worker-class") == "gthread"
+    assert option(service, "bind") == f"unix:{service.socket_path}"
+
+
+def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path: Path):
+    config = ServiceConfig.from_file(Path(service.child.argv[3]))
+    assert config.default_model == "m"
+    assert (config.rest_ports, config.grpc_ports) == ([8501, 8503], [9000, 9002])
+    assert config.request_timeout_seconds == 59.0  # a second before nginx gives up
+    assert config.model_root == str((tmp_path / "model").resolve())
+    assert config.state_dir == str(mme_state_dir(tmp_path / "run"))
+    assert config.memory_reserve_bytes == 256 << 20
+
+
+def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess):
+    mode = stat.S_IMODE(service.socket_dir.stat().st_mode)
+    assert mode == (0o700 if os.geteuid() != 0 else 0o2710)
+    assert stat.S_ISSOCK(service.metrics_socket.stat().st_mode)
+    metrics_fd, token_fd = service.child.pass_fds
+    assert option(service, "front-metrics-fd") == str(metrics_fd)
+    assert option(service, "token-fd") == str(token_fd)
+    assert read_token(token_fd) == service.access.token
+    assert service.access.token not in " ".join(service.child.argv)
+    assert service.child.env is not None and "PYTHONPATH" not in service.child.env
+    assert service.child.env["PROMETHEUS_MULTIPROC_DIR"].endswith("prometheus")
+
+
+def test_cleanup_closes_the_descriptors_and_removes_the_sockets(tmp_path: Path):
+    (tmp_path / "run").mkdir()
+    service = prepared(tmp_path)
+    service.cleanup()
+    assert not service.socket_dir.exists()
+    for fd in service.child.pass_fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+def test_user_code_gets_every_worker_and_its_paths(tmp_path: Path):
+    (tmp_path / "run").mkdir()
+    service = prepared(tmp_path, code="def handler(data, context): pass\n")
+    try:
+        assert service.handles_invocations
+        assert option(service, "workers") == "4"
+        config = ServiceConfig.from_file(Path(service.child.argv[3]))
+        assert config.python_paths == [str(tmp_path / "model" / "code")]
+    finally:
+        service.cleanup()
+
+
+def test_gevent_must_be_installed(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(sp.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SettingsError, match=r"^SAGEMAKER_GUNICORN_WORKER_CLASS: gevent is not"):
+        prepared(tmp_path, SAGEMAKER_GUNICORN_WORKER_CLASS="gevent")
+
+
+def test_a_new_run_starts_with_no_multi_model_state(tmp_path: Path):
+    state = mme_state_dir(tmp_path)
+    (state / "old-model").mkdir(parents=True)
+    assert fresh_mme_state_dir(tmp_path) == state
+    assert list(state.iterdir()) == []
