@@ -1,4 +1,5 @@
-"""Splitting an input object into records, as SageMaker's `SplitType` does (contracts.md §3.4).
+"""Splitting an input object into records, as SageMaker's `SplitType` does: `None` (the whole
+object), `Line`, `RecordIO` (MXNet's framing) or `TFRecord`.
 
 Each record keeps two forms:
 - `framed`: its bytes exactly as in the object (a line with its terminator, a TFRecord frame with
@@ -14,16 +15,15 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sagemaker_serving.formats.payloads import frame_tfrecord, masked_crc32c
+from sagemaker_serving.formats.tfrecord import TFRecordError, read_tfrecords
 
-__all__ = ["FramingError", "Record", "frame_recordio", "frame_tfrecord", "split_records"]
+__all__ = ["SPLIT_TYPES", "FramingError", "Record", "frame_recordio", "split_records"]
 
 SPLIT_TYPES = ("None", "Line", "RecordIO", "TFRecord")
 
 RECORDIO_MAGIC = 0xCED7230A
 _RECORDIO_LENGTH_MASK = (1 << 29) - 1
 _U32 = struct.Struct("<I")
-_TFRECORD_HEADER = struct.Struct("<QI")
 
 
 class FramingError(ValueError):
@@ -57,7 +57,7 @@ def _split_none(data: bytes) -> list[Record]:
 
 
 def _split_lines(data: bytes) -> list[Record]:
-    records = []
+    records: list[Record] = []
     for line in _lines(data):
         if line in (b"\n", b"\r\n"):
             continue
@@ -75,25 +75,13 @@ def _lines(data: bytes) -> list[bytes]:
 
 
 def _split_tfrecord(data: bytes) -> list[Record]:
-    view = memoryview(data)
-    records = []
-    pos = 0
-    while pos < len(data):
-        index = len(records)
-        if len(data) - pos < _TFRECORD_HEADER.size:
-            raise FramingError(f"TFRecord {index} at byte {pos}: truncated header")
-        length, length_crc = _TFRECORD_HEADER.unpack_from(view, pos)
-        if masked_crc32c(view[pos : pos + 8]) != length_crc:
-            raise FramingError(f"TFRecord {index} at byte {pos}: length CRC mismatch")
-        start = pos + _TFRECORD_HEADER.size
-        end = start + length
-        if end + 4 > len(data):
-            raise FramingError(f"TFRecord {index} at byte {pos}: truncated data ({length} bytes)")
-        if masked_crc32c(view[start:end]) != _U32.unpack_from(view, end)[0]:
-            raise FramingError(f"TFRecord {index} at byte {pos}: data CRC mismatch")
-        records.append(Record(data[pos : end + 4], data[start:end]))
-        pos = end + 4
-    return records
+    try:
+        return [
+            Record(data[frame.offset : frame.stop], data[frame.start : frame.end])
+            for frame in read_tfrecords(data)
+        ]
+    except TFRecordError as err:
+        raise FramingError(f"TFRecord {err.index} at byte {err.offset}: {err.reason}") from None
 
 
 def frame_recordio(payload: bytes) -> bytes:
@@ -115,7 +103,7 @@ def _split_recordio(data: bytes) -> list[Record]:
     (0 whole, 1 start, 2 middle, 3 end) and the low 29 the length. A record split into parts
     because its data held the magic is joined back with the magic between the parts (dmlc)."""
     magic = _U32.pack(RECORDIO_MAGIC)
-    records = []
+    records: list[Record] = []
     pos = 0
     start = 0
     parts: list[bytes] = []

@@ -1,6 +1,6 @@
 """Answers no model server here gives (null, irregular columns, exotic escapes and numbers,
 non-answers) converted alike by the njs fast path and the Python service: the ANSWER_CASES of
-test/format_cases.py, fed to nginx/tfs.js from a stand-in model server and to the service's
+test/support/answer_cases.py, fed to nginx/tfs.js from a stand-in model server and to the service's
 built-in output conversion."""
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+from answer_cases import ANSWER_CASES, AnswerCase
 from conftest import free_port_range
-from format_cases import ANSWER_CASES, AnswerCase
 
-from sagemaker_serving.formats.payloads import PayloadError
+from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.frontdoor.nginx_config import find_nginx
 from sagemaker_serving.service.default_handlers import BuiltinFormats
 

@@ -16,7 +16,7 @@ from conftest import serve_stack
 tf = pytest.importorskip("tensorflow")
 import example_models as em  # noqa: E402
 
-from sagemaker_serving.formats.payloads import frame_tfrecord  # noqa: E402
+from sagemaker_serving.formats.tfrecord import frame_tfrecord  # noqa: E402
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 

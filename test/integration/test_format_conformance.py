@@ -1,4 +1,4 @@
-"""Every case of test/format_cases.py on every path: one answer whichever path serves it.
+"""Every case of test/support/format_cases.py on every path: one answer whichever path serves it.
 
 Paths: `fast` (a single-model stack without code/: the njs fast path, which hands binary and
 some text bodies to the Python service's built-in formats), `user` (the same models with a
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import ServeProcess, serve_stack
-from format_cases import CASES, PATHS, Case
+from format_case_builders import PATHS, Case
+from format_cases import CASES
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 MODELS = ("half_plus_three", "strings", "examples", "formats")

@@ -8,10 +8,9 @@ test/integration/test_format_conformance.py runs every case on every path: the n
 (which hands some bodies to the Python service: still the fast path to the user), a user-code
 path whose handlers leave the conversion to the built-in formats, multi-model invoke, and, for
 the binary formats, the gRPC tensor path (`grpc=True`: the built-in paths send the payload as
-Predict tensors; the user-code path sends the same payload by REST). ANSWER_CASES, at the end,
-are model server answers no model here gives (null, irregular columns...): with what each
-Accept makes of them, run through njs and the service by test_answer_conformance.py. README's
-format table summarises these rules.
+Predict tensors; the user-code path sends the same payload by REST). The Case type and the
+builders are format_case_builders.py's; answer_cases.py holds model server answers no model
+here gives. README's format table summarises these rules.
 
 Models (example_models): `half_plus_three` (y = 0.5x + 3, versions 123 and 124; regress and
 classify signatures), `strings` (text -> length in bytes), `examples` (serialized tf.Example
@@ -21,92 +20,31 @@ signatures `text`, `bytes`, `grid`; see example_models/formats.py).
 
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass
-
 import numpy as np
-
-JSON = "application/json"
-JSONL = "application/jsonlines"
-JSON_LINES_NAMES = (
-    "application/jsonlines",
-    "application/jsons",
-    "application/x-jsonlines",
-    "application/json-lines",
-    "application/x-ndjson",
-    "application/ndjson",
+from format_case_builders import (
+    CSV,
+    FORMATS_BODY,
+    FORMATS_CSV,
+    FORMATS_JSON,
+    FORMATS_LINES,
+    HP3,
+    HP3_ROWS,
+    JSON,
+    JSONL,
+    NOT_ACCEPTABLE,
+    Case,
+    empty_body_cases,
+    example,
+    fail,
+    framed,
+    model_error,
+    npy,
+    ok,
 )
-CSV = "text/csv"
-NOT_ACCEPTABLE = "(supported: application/json, application/jsonlines, text/csv)"
-PATHS = ("fast", "user", "multi_model")
 
-
-@dataclass(frozen=True)
-class Case:
-    """One request and the answer every path gives."""
-
-    name: str
-    body: bytes
-    content_type: str | None = JSON  # None: no Content-Type header
-    accept: str | None = None  # None: no Accept header
-    model: str = "half_plus_three"
-    attributes: str = ""  # X-Amzn-SageMaker-Custom-Attributes beyond the model's name
-    status: int = 200
-    response_type: str = JSON
-    expected: bytes = b""  # the exact body of a success
-    error: str | None = None  # the exact error message
-    error_part: str | None = None  # a part of a model server's message
-    grpc: bool = False  # the built-in paths send it as gRPC Predict tensors
-    paths: tuple[str, ...] = PATHS  # where the case applies
-
-
-def ok(name: str, body: bytes | str, expected: bytes | str, **fields) -> Case:
-    """A success; `response_type` follows `accept` unless given."""
-    body = body.encode() if isinstance(body, str) else body
-    expected = expected.encode() if isinstance(expected, str) else expected
-    return Case(name, body, expected=expected, **fields)
-
-
-def fail(name: str, body: bytes | str, status: int, message: str, **fields) -> Case:
-    """An error with an exact message (ours: every path writes it alike)."""
-    body = body.encode() if isinstance(body, str) else body
-    return Case(name, body, status=status, error=message, **fields)
-
-
-def model_error(name: str, body: bytes | str, status: int, part: str, **fields) -> Case:
-    """An error worded (in part) by another component (the model server, a parser): its
-    status and a part of its message; every path must give the same message."""
-    body = body.encode() if isinstance(body, str) else body
-    return Case(name, body, status=status, error_part=part, **fields)
-
-
-def npy(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array)
-    return buf.getvalue()
-
-
-def example(x: float) -> bytes:
-    """A serialized tf.train.Example with one float feature `x` (hand-encoded protobuf)."""
-    import struct
-
-    floats = b"\x0a\x04" + struct.pack("<f", x)  # FloatList.value, packed
-    feature = b"\x12" + bytes([len(floats)]) + floats  # Feature.float_list
-    entry = b"\x0a\x01x" + b"\x12" + bytes([len(feature)]) + feature  # map entry "x"
-    features = b"\x0a" + bytes([len(entry)]) + entry  # Features.feature
-    return b"\x0a" + bytes([len(features)]) + features  # Example.features
-
-
-def framed(*records: bytes) -> bytes:
-    from sagemaker_serving.formats.payloads import frame_tfrecord
-
-    return b"".join(frame_tfrecord(record) for record in records)
-
+from sagemaker_serving.formats.media import JSON_LINES_NAMES  # each name on every path
 
 # ----- the table -------------------------------------------------------------------------------
-
-HP3 = '{"predictions": [3.5, 4.0, 5.5]}\n'  # half_plus_three of 1.0, 2.0, 5.0
-HP3_ROWS = '{"predictions": [[3.5, 4.0], [5.5, 8.0]]}\n'  # of [[1, 2], [5, 10]]
 
 
 def content_type_cases() -> list[Case]:
@@ -291,14 +229,7 @@ def json_lines_cases() -> list[Case]:
             "Malformed JSON Lines: line 3: Expecting ',' delimiter: line 1 column 5 (char 4)",
             content_type=JSONL,
         ),
-        fail("jsonl-empty", "", 400, "Empty request body: expected JSON Lines", content_type=JSONL),
-        fail(
-            "jsonl-blank-lines",
-            "\n \n\r\n",
-            400,
-            "Empty request body: expected JSON Lines",
-            content_type=JSONL,
-        ),
+        *empty_body_cases("jsonl", JSONL, "\n \n\r\n", "JSON Lines"),
     ]
 
 
@@ -371,40 +302,8 @@ def csv_cases() -> list[Case]:
             "Malformed CSV: line 2 has 1 fields, expected 2",
             content_type=CSV,
         ),
-        fail("csv-empty", "", 400, "Empty request body: expected CSV rows", content_type=CSV),
-        fail(
-            "csv-blank-lines",
-            "\r\n\n",
-            400,
-            "Empty request body: expected CSV rows",
-            content_type=CSV,
-        ),
+        *empty_body_cases("csv", CSV, "\r\n\n", "CSV rows"),
     ]
-
-
-# The formats model on 1.0, -2.0 and 0.0: TF Serving's text of every kind of output.
-FORMATS_BODY = '{"instances": [1.0, -2.0, 0.0]}'
-FORMATS_ROWS = [
-    (
-        '{"f32": 0.333333343,"f64": 0.33333333333333331,"flag": true,"i64": 9007199254740994,'
-        '"ratio": Infinity,"raw_bytes": {"b64": "MS4w"},"text": "x=1.0, \\"q\\"\\n"}',
-        '0.333333343,0.33333333333333331,true,9007199254740994,Infinity,MS4w,"x=1.0, ""q""\n"',
-    ),
-    (
-        '{"f32": -0.666666687,"f64": -0.66666666666666663,"flag": false,"i64": 9007199254740991,'
-        '"ratio": -Infinity,"raw_bytes": {"b64": "LTIuMA=="},"text": "x=-2.0, \\"q\\"\\n"}',
-        "-0.666666687,-0.66666666666666663,false,9007199254740991,-Infinity,LTIuMA==,"
-        '"x=-2.0, ""q""\n"',
-    ),
-    (
-        '{"f32": 0.0,"f64": 0.0,"flag": false,"i64": 9007199254740993,"ratio": NaN,'
-        '"raw_bytes": {"b64": "MC4w"},"text": "x=0.0, \\"q\\"\\n"}',
-        '0.0,0.0,false,9007199254740993,NaN,MC4w,"x=0.0, ""q""\n"',
-    ),
-]
-FORMATS_JSON = '{"predictions": [' + ",".join(row for row, _ in FORMATS_ROWS) + "]}\n"
-FORMATS_LINES = "".join(row + "\n" for row, _ in FORMATS_ROWS)
-FORMATS_CSV = "".join(row + "\n" for _, row in FORMATS_ROWS)
 
 
 def output_cases() -> list[Case]:
@@ -882,140 +781,3 @@ def all_cases() -> list[Case]:
 
 
 CASES = all_cases()
-
-
-# ----- answers the model servers here cannot give ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AnswerCase:
-    """A model server's successful answer (its exact text) and what each Accept makes of it
-    (None: a 502, the answer is no TF Serving answer). test_answer_conformance feeds it to the
-    njs fast path (from a stand-in model server) and to the Python service's conversion."""
-
-    name: str
-    answer: bytes
-    json: bytes | None
-    json_lines: bytes | None
-    csv: bytes | None
-
-
-def answer(name: str, text: str, json: str | None, lines: str | None, csv: str | None):
-    def enc(value: str | None) -> bytes | None:
-        return None if value is None else value.encode()
-
-    return AnswerCase(name, text.encode(), enc(json), enc(lines), enc(csv))
-
-
-ANSWER_CASES = [
-    answer(
-        "null",
-        '{"predictions": [[null, 1.0], null]}',
-        '{"predictions": [[null, 1.0], null]}\n',
-        "[null, 1.0]\nnull\n",
-        ',1.0\n""\n',
-    ),
-    answer("empty", '{"predictions": []}', '{"predictions": []}\n', "", ""),
-    answer(
-        "empty-rows",
-        '{"predictions": [[], [[]]]}',
-        '{"predictions": [[], [[]]]}\n',
-        "[]\n[[]]\n",
-        '""\n""\n',
-    ),
-    answer(
-        "empty-string",
-        '{"predictions": ["", ["", ""]]}',
-        '{"predictions": ["", ["", ""]]}\n',
-        '""\n["", ""]\n',
-        '""\n,\n',
-    ),
-    answer(
-        "pretty",
-        '{\n    "predictions": [\n        {\n            "a": 1,\n            '
-        '"b": [2.0, 3.0]\n        }\n    ]\n}',
-        '{"predictions": [{"a": 1,"b": [2.0, 3.0]}]}\n',
-        '{"a": 1,"b": [2.0, 3.0]}\n',
-        "1,2.0,3.0\n",
-    ),
-    answer(
-        "nested-objects",
-        '{"predictions": [{"a": {"b": [1, 2]}, "c": "x"}]}',
-        '{"predictions": [{"a": {"b": [1, 2]}, "c": "x"}]}\n',
-        '{"a": {"b": [1, 2]}, "c": "x"}\n',
-        "1,2,x\n",
-    ),
-    answer(
-        "b64",
-        '{"predictions": [{"b64": "QQ=="}, [{"b64": "Qg=="}, {"b64": ""}]]}',
-        '{"predictions": [{"b64": "QQ=="}, [{"b64": "Qg=="}, {"b64": ""}]]}\n',
-        '{"b64": "QQ=="}\n[{"b64": "Qg=="}, {"b64": ""}]\n',
-        "QQ==\nQg==,\n",
-    ),
-    answer(
-        "b64-lookalike",
-        '{"predictions": [{"b64": "QQ==", "n": 1}, {"b64": 2}]}',
-        '{"predictions": [{"b64": "QQ==", "n": 1}, {"b64": 2}]}\n',
-        '{"b64": "QQ==", "n": 1}\n{"b64": 2}\n',
-        "QQ==,1\n2\n",
-    ),
-    answer(
-        "escapes",
-        '{"predictions": ["\\u00e9\\u001F\\"\\\\/", "a,b", "c\\nd", "e\\r"]}',
-        '{"predictions": ["\\u00e9\\u001F\\"\\\\/", "a,b", "c\\nd", "e\\r"]}\n',
-        '"\\u00e9\\u001F\\"\\\\/"\n"a,b"\n"c\\nd"\n"e\\r"\n',
-        '"\u00e9\u001f""\\/"\n"a,b"\n"c\nd"\n"e\r"\n',
-    ),
-    answer(
-        "utf8",
-        '{"predictions": ["\u00e9t\u00e9", "\u6f22"]}',
-        '{"predictions": ["\u00e9t\u00e9", "\u6f22"]}\n',
-        '"\u00e9t\u00e9"\n"\u6f22"\n',
-        "\u00e9t\u00e9\n\u6f22\n",
-    ),
-    answer(
-        "numbers",
-        '{"predictions": [12345678901234567890123, -0.0, 1e-07, 1.5E+300, true]}',
-        '{"predictions": [12345678901234567890123, -0.0, 1e-07, 1.5E+300, true]}\n',
-        "12345678901234567890123\n-0.0\n1e-07\n1.5E+300\ntrue\n",
-        "12345678901234567890123\n-0.0\n1e-07\n1.5E+300\ntrue\n",
-    ),
-    answer(
-        "columns",
-        '{"outputs": {"a": [1, 2], "b": [["x", "y"], ["z", "w"]]}}',
-        '{"outputs": {"a": [1, 2], "b": [["x", "y"], ["z", "w"]]}}\n',
-        '{"a": 1,"b": ["x", "y"]}\n{"a": 2,"b": ["z", "w"]}\n',
-        "1,x,y\n2,z,w\n",
-    ),
-    answer(
-        "columns-of-other-lengths",
-        '{"outputs": {"a": [1, 2], "b": [3]}}',
-        '{"outputs": {"a": [1, 2], "b": [3]}}\n',
-        '{"a": [1, 2], "b": [3]}\n',
-        "1,2,3\n",
-    ),
-    answer(
-        "columns-not-lists",
-        '{"outputs": {"a": 1, "b": "t"}}',
-        '{"outputs": {"a": 1, "b": "t"}}\n',
-        '{"a": 1, "b": "t"}\n',
-        "1,t\n",
-    ),
-    answer("columnar-scalar", '{"outputs": 3.5}', '{"outputs": 3.5}\n', "3.5\n", "3.5\n"),
-    answer(
-        "columnar-b64",
-        '{"outputs": {"b64": "QQ=="}}',
-        '{"outputs": {"b64": "QQ=="}}\n',
-        '{"b64": "QQ=="}\n',
-        "QQ==\n",
-    ),
-    answer(
-        "results",
-        '{"results": [[["a,b", 0.5]], [["", NaN]]]}',
-        '{"results": [[["a,b", 0.5]], [["", NaN]]]}\n',
-        '[["a,b", 0.5]]\n[["", NaN]]\n',
-        '"a,b",0.5\n,NaN\n',
-    ),
-    answer("not-an-answer", '{"foo": [1]}', '{"foo": [1]}\n', None, None),
-    answer("broken-string", '{"predictions": ["a]}', '{"predictions": ["a]}\n', None, None),
-]

@@ -4,7 +4,7 @@ The conversion works on the answer's text, so every number keeps the text TF Ser
 (`4.0`, `0.123456791`, int64 beyond 2**53, `NaN`) and every string its escapes. The njs fast
 path (nginx/tfs.js) applies the same rules to the same text, and the gRPC tensor path first
 writes TF Serving's text (tfs_rest_json), so all paths answer the same bytes; the cases are
-in test/format_cases.py.
+in test/support/format_cases.py and answer_cases.py.
 
 - JSON: TF Serving's answer on one line (each newline and the indentation after it removed).
 - JSON Lines: one line per prediction, its text in that one-line answer.
@@ -19,76 +19,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
-from sagemaker_serving.formats.payloads import CSV, JSON, JSON_LINES_NAMES, PayloadError
+from sagemaker_serving.formats.errors import PayloadError
+from sagemaker_serving.formats.media import CSV, JSON, negotiate
 
-__all__ = ["ACCEPT_TYPES", "client_text", "encode_response", "negotiate", "one_line"]
+__all__ = ["NOT_AN_ANSWER", "encode_response", "one_line"]
 
-# Accept: supported types in tie-break order (a wildcard prefers the earliest).
-ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
-SUPPORTED = "application/json, application/jsonlines, text/csv"
-MAX_ECHO = 200  # characters of a client's header echoed in an error message
 NOT_AN_ANSWER = "The model server answered with a body that is not a TF Serving answer"
-
-_QVALUE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
-
-
-def client_text(value: str) -> str:
-    """A client's header value for an error message: valid UTF-8, cut, in JSON quotes."""
-    text = value.encode("latin-1", "replace").decode("utf-8", "replace")
-    if len(text) > MAX_ECHO:
-        text = text[:MAX_ECHO] + "..."
-    return json.dumps(text, ensure_ascii=False)
-
-
-def _q(entry: str) -> float:
-    """An Accept range's q (1 without one; 0, never chosen, when it is not a number in [0, 1])."""
-    q = 1.0
-    for param in entry.split(";")[1:]:
-        name, sep, value = param.partition("=")
-        if sep and name.strip().lower() == "q":
-            text = value.strip().strip('"')
-            q = float(text) if _QVALUE.match(text) else 0.0
-    return q if q <= 1.0 else 0.0
-
-
-def _specificity(range_type: str, supported: str) -> int:
-    """How closely a media range matches a supported type: 2 exactly, 1 `main/*`, 0 `*/*`,
-    -1 not at all."""
-    if range_type == supported:
-        return 2
-    if range_type == supported.split("/")[0] + "/*":
-        return 1
-    return 0 if range_type in ("*/*", "*") else -1
-
-
-def negotiate(accept: str | None) -> str:
-    """The answer's type for an Accept header: each supported type takes the q of its most
-    specific range (q=0: not acceptable); the highest q wins, then the earliest range, then
-    the order of ACCEPT_TYPES. Raises PayloadError(406) when none is acceptable."""
-    if not accept or not accept.strip():
-        return JSON
-    ranked: dict[str, tuple[int, float, int]] = {}  # type -> (specificity, q, range index)
-    for index, entry in enumerate(accept.split(",")):
-        range_type = entry.split(";", 1)[0].strip().lower()
-        if not range_type:
-            continue
-        q = _q(entry)
-        for supported in ACCEPT_TYPES:
-            specificity = _specificity(range_type, supported)
-            if specificity > ranked.get(supported, (-1, 0.0, 0))[0]:
-                ranked[supported] = (specificity, q, index)
-    choices = [
-        (-q, index, ACCEPT_TYPES.index(name), name)
-        for name, (_, q, index) in ranked.items()
-        if q > 0
-    ]
-    if not choices:
-        raise PayloadError(406, f"Not Acceptable: {client_text(accept)} (supported: {SUPPORTED})")
-    return min(choices)[3]
-
-
-# ------------------------------------------------------------------------------ answers
 
 _LINE_BREAK = re.compile(rb"\n\s*")
 _ANSWER_START = re.compile(r'\{\s*"(predictions|results|outputs)"\s*:\s*')
@@ -134,10 +72,11 @@ def _convert(text: str, chosen: str) -> bytes:
     rows = _rows(text)
     if not rows:
         return b""
-    plain = all(isinstance(row, str) for row in rows)
+    texts = [row for row in rows if isinstance(row, str)]
+    plain = len(texts) == len(rows)
     if plain and chosen != CSV:
-        return ("\n".join(rows) + "\n").encode()
-    body = _numeric_csv(rows) if plain else None
+        return ("\n".join(texts) + "\n").encode()
+    body = _numeric_csv(texts) if plain else None
     if body is None:
         line = _csv_line if chosen == CSV else _json_line
         body = "".join(line(row) + "\n" for row in rows)
@@ -164,7 +103,7 @@ def _answer_value(text: str) -> tuple[str, str]:
     return match[1], text[match.end() : -1].strip()
 
 
-def _rows(text: str) -> list[_Row]:
+def _rows(text: str) -> Sequence[_Row]:
     key, value = _answer_value(text)
     if value.startswith("["):
         return _items(value)

@@ -1,5 +1,5 @@
 """Built-in binary formats as tensors for gRPC Predict (its outputs are written as TF Serving's
-REST text by tfs_rest_json, see builtin_formats).
+REST text by tfs_rest_json, see service/default_handlers.py).
 
 Raw bytes (images), .npy arrays and serialized tf.Examples skip base64 and JSON both ways:
 measured on the digits model, a gRPC Predict costs the model server about a third less CPU
@@ -17,8 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from sagemaker_serving.formats import payloads
-from sagemaker_serving.formats.payloads import InputSpec, PayloadError
+from sagemaker_serving.formats.media import BYTES_TYPES, NPY, TFEXAMPLE_TYPES
+from sagemaker_serving.formats.npy import npy_target
+from sagemaker_serving.formats.request import client_bytes
+from sagemaker_serving.formats.signature import InputSpec
+from sagemaker_serving.formats.tfexample import parse_examples, split_tfrecords
 from sagemaker_serving.tfs_client.wire import DTYPE_NAMES, numpy_dtype
 
 
@@ -40,12 +43,12 @@ def tensor_request(
     """The payload as Predict tensors, or None when it takes the REST JSON path."""
     if method != "predict" or not body or not _row_format_possible(outputs):
         return None
-    with payloads.client_bytes(media):
-        if media in payloads.BYTES_TYPES:
+    with client_bytes(media):
+        if media in BYTES_TYPES:
             return _bytes_request(body, inputs)
-        if media == payloads.NPY:
+        if media == NPY:
             return _npy_request(body, inputs)
-        if media in payloads.TFEXAMPLE_TYPES:
+        if media in TFEXAMPLE_TYPES:
             return _examples_request(body, inputs)
     return None
 
@@ -80,8 +83,8 @@ def _examples_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorReq
     name = _single_string_input(inputs)
     if name is None:
         return None  # features mapped to inputs by name: the REST path
-    records = payloads.split_tfrecords(body) or [body]
-    payloads.parse_examples(records)  # refused as on the REST path, before the model sees it
+    records = split_tfrecords(body) or [body]
+    parse_examples(records)  # refused as on the REST path, before the model sees it
     return TensorRequest({name: _strings(records)}, len(records))
 
 
@@ -92,7 +95,7 @@ def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest 
         return None  # the REST decoder answers 400 with numpy's reason
     if not isinstance(array, np.ndarray) or array.dtype.names or not inputs:
         return None  # .npz archives and structured arrays: the REST path
-    name = payloads.npy_target(array, inputs)
+    name = npy_target(array, inputs)
     spec = inputs[name]
     if array.ndim == 0:
         array = array.reshape(1)
@@ -112,4 +115,4 @@ def _utf8(item: Any) -> bytes:
     return item.encode() if isinstance(item, str) else bytes(item)
 
 
-__all__ = ["PayloadError", "TensorRequest", "tensor_request"]
+__all__ = ["TensorRequest", "tensor_request"]

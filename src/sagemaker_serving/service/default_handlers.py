@@ -16,9 +16,11 @@ from contextvars import ContextVar
 from typing import Any
 
 import tfs_rest_json
-from sagemaker_serving.formats import payloads
 from sagemaker_serving.formats import tensors as tensor_payloads
 from sagemaker_serving.formats.answers import encode_response
+from sagemaker_serving.formats.media import BINARY_TYPES, media_type
+from sagemaker_serving.formats.request import ModelRequest, decode_request
+from sagemaker_serving.formats.signature import signature_inputs, signature_outputs
 from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.service.handler_api import Context, HandlerError
 from sagemaker_serving.service.metrics import ServiceMetrics
@@ -47,23 +49,23 @@ class BuiltinFormats:
 
     def request(
         self, data: Any, context: Context, tensors: bool
-    ) -> payloads.ModelRequest | TensorRequest:
+    ) -> ModelRequest | TensorRequest:
         """The client's payload as a TF Serving REST request, or (`tensors`) as Predict
         tensors where the payload fits the model's input as it is. Raises PayloadError."""
         body = data.read()
-        media = payloads.media_type(context.request_content_type)
+        media = media_type(context.request_content_type)
         method = context.method or "predict"
         inputs = None
-        if media in payloads.BINARY_TYPES:
+        if media in BINARY_TYPES:
             metadata = self._metadata(context)
-            inputs = payloads.signature_inputs(metadata)
+            inputs = signature_inputs(metadata)
             if tensors:
-                outputs = payloads.signature_outputs(metadata)
+                outputs = signature_outputs(metadata)
                 request = tensor_payloads.tensor_request(body, media, inputs, outputs, method)
                 if request is not None:
                     self._records(request.records)
                     return request
-        decoded = payloads.decode_request(body, context.request_content_type, inputs, method)
+        decoded = decode_request(body, context.request_content_type, inputs, method)
         self._records(decoded.records)
         return decoded
 
@@ -112,7 +114,7 @@ def default_input_handler(data: Any, context: Context) -> bytes:
     images, .npy, tf.Example). Raises HandlerError-like errors with a 4xx status."""
     formats = _ACTIVE.get() or BuiltinFormats(None)
     request = formats.request(data, context, tensors=False)
-    assert isinstance(request, payloads.ModelRequest)
+    assert isinstance(request, ModelRequest)
     return request.body
 
 

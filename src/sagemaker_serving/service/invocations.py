@@ -15,7 +15,7 @@ import orjson
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.errors import StatusError
-from sagemaker_serving.formats import payloads
+from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.service.default_handlers import BuiltinFormats
 from sagemaker_serving.service.handler_api import Context, HandlerError
@@ -165,7 +165,7 @@ class Invocations:
             if isinstance(request, TensorRequest):
                 outputs = self._tensor_predict(request, context)
             else:
-                body = request.body if isinstance(request, payloads.ModelRequest) else request
+                body = request.body if isinstance(request, ModelRequest) else request
                 response = self.client.request("POST", context.rest_uri, body, context.deadline)
         with self.metrics.stage("output_handler"):
             if isinstance(request, TensorRequest):

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from sagemaker_serving.errors import StatusError
-from sagemaker_serving.formats.answers import client_text
+from sagemaker_serving.formats.media import client_text
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERSION = re.compile(r"[0-9]{1,19}")

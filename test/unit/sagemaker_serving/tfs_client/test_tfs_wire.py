@@ -115,17 +115,19 @@ def test_the_service_serves_binary_formats_without_importing_tensorflow():
     code = """
 import io, sys
 import numpy as np
-from sagemaker_serving.formats import payloads
+from sagemaker_serving.formats.request import decode_request
+from sagemaker_serving.formats.signature import InputSpec
+from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from sagemaker_serving.service import app as python_service
 from sagemaker_serving.formats import tensors as tensor_payloads
 from sagemaker_serving.tfs_client import wire as tfs_wire
 example = tfs_wire.Example()
 example.features.feature["x"].float_list.value.append(1.0)
-body = payloads.frame_tfrecord(example.SerializeToString())
-spec = {"x": payloads.InputSpec("x", "DT_FLOAT", (-1,))}
-payloads.decode_request(body, "application/x-tfexample", spec)
+body = frame_tfrecord(example.SerializeToString())
+spec = {"x": InputSpec("x", "DT_FLOAT", (-1,))}
+decode_request(body, "application/x-tfexample", spec)
 buf = io.BytesIO(); np.save(buf, np.zeros(2, np.float32))
-payloads.decode_request(buf.getvalue(), "application/x-npy", None)
+decode_request(buf.getvalue(), "application/x-npy", None)
 wire = tfs_wire.predict_request("m", None, None, {"x": np.zeros(2, np.float32)})
 assert "tensorflow" not in sys.modules, [m for m in sys.modules if m.startswith("tensorflow")]
 """

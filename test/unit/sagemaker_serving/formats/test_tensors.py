@@ -1,17 +1,19 @@
-"""Which built-in payloads go over gRPC as tensors, and that their outputs answer the bytes the
-REST path answers."""
+"""sagemaker_serving.formats.tensors: which built-in payloads go over gRPC as tensors, and
+that their outputs answer the bytes the REST path answers."""
 
 from __future__ import annotations
 
-import io
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from format_helpers import npy
 
 from sagemaker_serving.formats.answers import encode_response
-from sagemaker_serving.formats.payloads import InputSpec, PayloadError, frame_tfrecord
+from sagemaker_serving.formats.errors import PayloadError
+from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tensors import tensor_request
+from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from sagemaker_serving.service.default_handlers import BuiltinFormats
 from sagemaker_serving.service.handler_api import HandlerError
 from sagemaker_serving.tfs_client.wire import Example
@@ -20,12 +22,6 @@ from tfs_model_server.codec.responses import predict_response
 IMAGE_IN = {"image_bytes": InputSpec("image_bytes", "DT_STRING", (-1,))}
 FLOAT_IN = {"x": InputSpec("x", "DT_FLOAT", (-1, 3))}
 OUT = {"y": InputSpec("y", "DT_FLOAT", (-1,))}
-
-
-def npy(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array)
-    return buf.getvalue()
 
 
 def test_raw_bytes_become_one_string_element_without_base64():

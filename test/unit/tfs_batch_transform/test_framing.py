@@ -1,4 +1,5 @@
-"""SplitType framing: Line, TFRecord (CRC-checked) and MXNet RecordIO (multi-part records)."""
+"""tfs_batch_transform.framing: SplitType None, Line, TFRecord (the shared walker; a bad frame
+named with its offset) and MXNet RecordIO (multi-part records)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tfrecord_cases import CORRUPTIONS, Corruption
 
+from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from tfs_batch_transform.framing import (
     RECORDIO_MAGIC,
     FramingError,
     frame_recordio,
-    frame_tfrecord,
-    masked_crc32c,
     split_records,
 )
 
@@ -50,40 +51,20 @@ def test_line_round_trip(lines):
     assert [r.bare[:-1] for r in records] == lines
 
 
-def test_tfrecord_frame_matches_tensorflow():
-    # bytes of tf.io.TFRecordWriter writing b"hello" (TensorFlow 2.21)
-    expected = bytes.fromhex("0500000000000000eab2043e68656c6c6fbb1f1c19")
-    assert frame_tfrecord(b"hello") == expected
-    assert masked_crc32c(b"hello") == 0x191C1FBB
-
-
 @given(payloads)
-def test_tfrecord_round_trip(items):
+def test_tfrecord_keeps_each_frame_and_its_record(items):
     data = b"".join(frame_tfrecord(p) for p in items)
     records = split_records(data, "TFRecord")
     assert [r.bare for r in records] == items
     assert [r.framed for r in records] == [frame_tfrecord(p) for p in items]
 
 
-@pytest.mark.parametrize(
-    ("corrupt", "message"),
-    [
-        (lambda d: d[:-1], "truncated data"),
-        (lambda d: d[:10], "truncated header"),
-        (lambda d: d[:12] + b"X" + d[13:], "data CRC mismatch"),
-        (lambda d: b"\x01" + d[1:], "length CRC mismatch"),
-    ],
-)
-def test_tfrecord_corruption_is_detected(corrupt, message):
-    data = frame_tfrecord(b"hello") + frame_tfrecord(b"world")
-    with pytest.raises(FramingError, match=message):
-        split_records(corrupt(data[len(frame_tfrecord(b"hello")) :]), "TFRecord")
-
-
-def test_tfrecord_error_names_the_record():
-    data = frame_tfrecord(b"ok") + frame_tfrecord(b"bad")[:-1] + b"\0"
-    with pytest.raises(FramingError, match=r"TFRecord 1 at byte 18"):
-        split_records(data, "TFRecord")
+@pytest.mark.parametrize("case", CORRUPTIONS, ids=lambda case: case.name)
+def test_a_bad_tfrecord_frame_names_the_record_and_its_offset(case: Corruption):
+    message = f"TFRecord {case.index} at byte {case.offset}: {case.reason}"
+    with pytest.raises(FramingError) as info:
+        split_records(case.data, "TFRecord")
+    assert str(info.value) == message
 
 
 @given(payloads.map(lambda items: [p for p in items if MAGIC not in p]))

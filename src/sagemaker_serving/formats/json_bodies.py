@@ -1,0 +1,87 @@
+"""application/json and JSON Lines bodies as TF Serving REST requests.
+
+A body that starts as a TF Serving request (a top-level `instances`, `inputs` or `examples`
+key) passes through as it is, parsed or not: TF Serving names what is wrong with it. A JSON
+list whose items are all lists is a list of instances, any other value one instance; an
+application/json body of several values on separate lines is read as JSON Lines.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypeGuard
+
+from sagemaker_serving.formats.errors import PayloadError
+from sagemaker_serving.formats.request_body import (
+    ModelRequest,
+    batch_key,
+    loads,
+    strip_bom,
+    wrap,
+)
+
+__all__ = ["decode_json", "decode_json_lines"]
+
+REQUEST_KEYS = ("instances", "inputs", "examples")
+TFS_REQUEST_START = re.compile(rb'\s*\{\s*"(?:instances|inputs|examples)"\s*:')
+
+
+def decode_json(body: bytes, method: str) -> ModelRequest:
+    """An application/json body (BOM and surrounding white space ignored)."""
+    body = strip_bom(body)
+    text = body.strip()
+    if not text:
+        raise PayloadError(400, "Empty request body: expected JSON")
+    try:
+        value, _ = loads(text)
+    except ValueError as err:
+        if TFS_REQUEST_START.match(body[:64]):
+            return ModelRequest(body, None)
+        lines = [line.strip() for line in text.splitlines()]
+        if sum(1 for line in lines if line) > 1:
+            try:
+                return _json_lines(lines, method)
+            except PayloadError:
+                pass
+        raise PayloadError(400, f"Malformed JSON: {err}") from None
+    if _is_tfs_request(value):
+        return ModelRequest(body, _batch_size(value))
+    key = batch_key(method)
+    if isinstance(value, list) and value and all(isinstance(item, list) for item in value):
+        return ModelRequest(wrap(key, text), len(value))
+    return ModelRequest(wrap(key, b"[" + text + b"]"), 1)
+
+
+def decode_json_lines(body: bytes, method: str) -> ModelRequest:
+    """A JSON Lines body: one instance per non-empty line."""
+    return _json_lines([line.strip() for line in strip_bom(body).split(b"\n")], method)
+
+
+def _is_tfs_request(value: Any) -> TypeGuard[dict]:
+    return isinstance(value, dict) and any(key in value for key in REQUEST_KEYS)
+
+
+def _batch_size(request: dict) -> int | None:
+    batch = request.get("instances", request.get("examples"))
+    return len(batch) if isinstance(batch, list) else None
+
+
+def _json_lines(lines: list[bytes], method: str) -> ModelRequest:
+    """One instance per non-empty line; `lines` are stripped, numbered from 1. A single line
+    holding a TF Serving request passes through."""
+    items: list[bytes] = []
+    first = None
+    for number, line in enumerate(lines, 1):
+        if not line:
+            continue
+        try:
+            value, _ = loads(line)
+        except ValueError as err:
+            raise PayloadError(400, f"Malformed JSON Lines: line {number}: {err}") from None
+        first = value if first is None else first
+        items.append(line)
+    if not items:
+        raise PayloadError(400, "Empty request body: expected JSON Lines")
+    if len(items) == 1 and _is_tfs_request(first):
+        return ModelRequest(items[0], _batch_size(first))
+    return ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), len(items))

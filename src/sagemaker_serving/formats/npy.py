@@ -1,0 +1,97 @@
+"""application/x-npy bodies (.npy arrays, .npz archives) as TF Serving REST requests.
+
+An array is the instances (a 0-d array one instance); in a multi-input signature it feeds the
+input that best matches its dtype and rank, as `inputs`. A structured array or a .npz archive
+is columnar `inputs`, one column per field or member name. NaN/Infinity are bare tokens,
+bytes are {"b64": ...}.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from sagemaker_serving.formats.errors import PayloadError
+from sagemaker_serving.formats.request_body import ModelRequest, dumps, json_key, wrap
+from sagemaker_serving.formats.signature import InputSpec
+
+__all__ = ["decode_npy", "npy_target"]
+
+
+def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequest:
+    """A .npy or .npz body; `inputs` (None: unknown) picks the input a lone array feeds."""
+    import numpy as np
+
+    try:
+        loaded = np.load(io.BytesIO(body), allow_pickle=False)
+    except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
+        raise PayloadError(400, f"Could not read application/x-npy body: {err}") from None
+    if isinstance(loaded, np.lib.npyio.NpzFile):  # .npz: one array per input name
+        with loaded:
+            arrays = {name: loaded[name] for name in loaded.files}
+        if not arrays:
+            raise PayloadError(400, "application/x-npy: the .npz archive holds no arrays")
+        columns = b",".join(json_key(name) + b":" + _array_json(a) for name, a in arrays.items())
+        sizes = {len(a) if a.ndim else 1 for a in arrays.values()}
+        return ModelRequest(
+            wrap("inputs", b"{" + columns + b"}"), sizes.pop() if len(sizes) == 1 else None
+        )
+    array = loaded
+    records = len(array) if array.ndim else 1
+    if array.dtype.names:  # structured array: one column per field name
+        columns = b",".join(
+            json_key(name) + b":" + _array_json(np.ascontiguousarray(array[name]))
+            for name in array.dtype.names
+        )
+        return ModelRequest(wrap("inputs", b"{" + columns + b"}"), records)
+    encoded = _array_json(array)
+    if inputs is None or len(inputs) <= 1:
+        return ModelRequest(
+            wrap("instances", encoded if array.ndim else b"[" + encoded + b"]"), records
+        )
+    name = npy_target(array, inputs)
+    return ModelRequest(wrap("inputs", b"{" + json_key(name) + b":" + encoded + b"}"), records)
+
+
+def npy_target(array: Any, inputs: Mapping[str, InputSpec]) -> str:
+    """The input a lone array feeds in a multi-input signature: the best dtype/rank match."""
+
+    def score(spec: InputSpec) -> tuple[int, int]:
+        rank_ok = spec.shape is None or len(spec.shape) == array.ndim
+        string_ok = (spec.dtype == "DT_STRING") == (array.dtype.kind in "SU")
+        return int(rank_ok), int(string_ok)
+
+    best = max(inputs.values(), key=score)
+    return best.name
+
+
+def _array_json(array: Any) -> bytes:
+    """A numpy array (or 0-d array) as JSON; NaN/Infinity as bare tokens, bytes as b64."""
+    import numpy as np
+
+    kind = array.dtype.kind
+    if kind in "biuf":
+        nonfinite = kind == "f" and not bool(np.isfinite(array).all())
+        if array.ndim and not nonfinite and array.dtype.isnative:  # (ascontiguousarray: 0-d -> 1-d)
+            try:
+                return orjson.dumps(np.ascontiguousarray(array), option=orjson.OPT_SERIALIZE_NUMPY)
+            except TypeError:
+                pass
+        return dumps(array.tolist(), nonfinite)
+    if kind == "S":
+        return dumps(_b64_tree(array.tolist()))
+    if kind == "U":
+        return dumps(array.tolist())
+    if kind in "Mm":
+        return dumps(array.astype(str).tolist())
+    raise PayloadError(400, f"application/x-npy: unsupported array dtype {array.dtype}")
+
+
+def _b64_tree(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_b64_tree(item) for item in value]
+    return {"b64": base64.b64encode(value).decode("ascii")}

@@ -1,0 +1,124 @@
+"""sagemaker_serving.formats.media: the media types read, their parameters, Accept negotiation,
+and the same tables as the njs fast path (nginx/tfs.js)."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+import pytest
+
+from sagemaker_serving.formats.errors import PayloadError
+from sagemaker_serving.formats.media import (
+    ACCEPT_TYPES,
+    BINARY_TYPES,
+    BUILTIN_TYPES,
+    CSV,
+    JSON_LINES_TYPES,
+    JSON_TYPES,
+    TEXT_TYPES,
+    client_text,
+    media_params,
+    media_type,
+    negotiate,
+)
+
+TFS_JS = resources.files("sagemaker_serving.frontdoor").joinpath("nginx/tfs.js").read_text()
+
+
+def njs_names(variable: str) -> set[str]:
+    """The quoted names in tfs.js's `var <variable> = ...;` statement."""
+    match = re.search(rf"^var {variable} = (.*?);$", TFS_JS, re.MULTILINE | re.DOTALL)
+    assert match, variable
+    return set(re.findall(r"'([^']+)'", match[1]))
+
+
+def test_media_type_is_lower_case_without_parameters():
+    assert media_type(None) == media_type("") == ""
+    assert media_type("Application/JSON; charset=UTF-8") == "application/json"
+    assert media_type("  text/csv ") == media_type("text/csv;header=present") == "text/csv"
+
+
+def test_media_params_lower_case_names_and_unquote_values():
+    assert media_params('text/csv; Header=present;charset="latin-1"; flag') == {
+        "header": "present",
+        "charset": "latin-1",
+    }
+
+
+def test_text_types_are_the_fast_paths():
+    assert njs_names("JSON_TYPES") == JSON_TYPES
+    assert njs_names("JSONLINES_TYPES") == JSON_LINES_TYPES
+    assert {CSV} == njs_names("CSV_TYPES")
+    assert JSON_TYPES | JSON_LINES_TYPES | {CSV} == TEXT_TYPES
+
+
+def test_binary_types_are_the_services_alone():
+    assert {
+        "application/x-image",
+        "application/octet-stream",
+        "application/x-npy",
+        "application/x-tfexample",
+        "application/tfrecord",
+        "application/x-tfrecord",
+    } == BINARY_TYPES
+    assert BUILTIN_TYPES == TEXT_TYPES | BINARY_TYPES
+    assert not BINARY_TYPES & TEXT_TYPES
+
+
+def test_accept_types_in_the_fast_paths_order():
+    order = re.findall(r"'([^']+)'", TFS_JS.split("var ACCEPT_TYPES = ", 1)[1].split(";", 1)[0])
+    assert list(ACCEPT_TYPES) == order
+    assert set(ACCEPT_TYPES) == {"application/json", CSV, *JSON_LINES_TYPES}
+
+
+@pytest.mark.parametrize(
+    ("accept", "ctype"),
+    [
+        (None, "application/json"),
+        ("  ", "application/json"),
+        ("text/csv, application/json", "text/csv"),
+        ("application/json;q=0.5, text/csv", "text/csv"),
+        ("text/csv;q=0.2, application/jsonlines;q=0.8", "application/jsonlines"),
+        ("text/csv;q=0, */*", "application/json"),
+        ("application/json;q=0, */*", "application/jsonlines"),
+        ("application/json;q=0, application/*", "application/jsonlines"),
+        ("image/png, text/*;q=0.1", "text/csv"),
+        ("application/xml, Application/JSON; charset=utf-8", "application/json"),
+        ("text/csv;q=1.0, text/*;q=0.1", "text/csv"),
+        ("text/csv;Q=0.5, application/x-ndjson;q=0.6", "application/x-ndjson"),
+        ("text/csv; q = 0.5 , application/json ; q=0.4", "text/csv"),
+        ('text/csv;q="0.9", application/json;q=0.8', "text/csv"),
+        ("application/jsons, application/jsonlines", "application/jsons"),
+        ("*", "application/json"),
+        (" , ,text/csv", "text/csv"),
+    ],
+)
+def test_accept_negotiation(accept, ctype):
+    assert negotiate(accept) == ctype
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "image/png",
+        "text/html, application/xml",
+        "text/csv;q=0",
+        "text/csv;q=2",
+        "text/csv;q=abc",
+        "text/csv;q=-1",
+        "application/json;q=0, text/*;q=0, application/*;q=0",
+    ],
+)
+def test_not_acceptable_406_echoes_the_header(accept):
+    with pytest.raises(PayloadError) as info:
+        negotiate(accept)
+    assert info.value.status == 406
+    assert info.value.message == (
+        f'Not Acceptable: "{accept}" (supported: application/json, application/jsonlines, text/csv)'
+    )
+
+
+def test_client_text_is_valid_utf8_cut_and_quoted():
+    assert client_text("\xff\xfe/x") == '"\ufffd\ufffd/x"'
+    assert client_text("a" * 300) == '"' + "a" * 200 + '..."'
