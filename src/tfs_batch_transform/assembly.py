@@ -1,5 +1,5 @@
 """One input object's plan: its records, the request body of each mini-batch, and the output
-assembled from the responses (AssembleWith, DataProcessing; contracts.md §3.4-3.8)."""
+assembled from the responses (SplitType, BatchStrategy, AssembleWith, DataProcessing)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DataProcessing: InputFilter, JoinSource and OutputFilter (contracts.md §3.8).
+"""DataProcessing: InputFilter, JoinSource and OutputFilter.
 
 The JSONPath subset SageMaker documents: `$`, `.name`, `*` (`.*` or `[*]`), `['a','b']`,
 `[i,j]` (negative indexes count from the end), `[start:end]` (either bound may be omitted).
@@ -9,7 +9,7 @@ Semantics follow Jayway JsonPath, the implementation SageMaker's guide points to
 - a missing key or an index out of range is an error (the record fails);
 - slices are end-exclusive, like Array.slice() and Python. (The guide's prose once calls
   `$[1:4]` "the second through fifth columns", i.e. inclusive; its operator table and JsonPath
-  say exclusive. Ambiguous: see contracts.md §3.8.)
+  say exclusive; this follows the table.)
 
 Records are JSON values (`application/json`, `application/jsonlines`) or CSV rows taken as
 arrays of strings (`text/csv`, RFC 4180).

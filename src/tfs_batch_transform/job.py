@@ -4,7 +4,8 @@ Inputs are shared by the endpoints as objects are by a job's instances: each end
 next input object in key order and sends its mini-batches with up to MaxConcurrentTransforms
 requests open; responses are kept in record order and the object's output is written whole
 when its last batch answers. An object with any failed request (or bad framing, or a record
-over MaxPayloadInMB) gets no output and is listed in the failure report (§3.9).
+over MaxPayloadInMB) gets no output and is listed, with the reason, in the failure report
+(tfs-batch-transform-failures.json beside the outputs).
 """
 
 from __future__ import annotations
@@ -461,8 +462,9 @@ def _write_report(sink: OutputStore, summary: JobSummary) -> None:
         with contextlib.suppress(Exception):
             sink.delete(FAILURE_REPORT)
         return
-    report = {"failed": [asdict(f) for f in summary.failures], "summary": summary.to_dict()}
-    report["summary"].pop("failures")
+    totals = summary.to_dict()
+    totals.pop("failures")
+    report = {"failed": [asdict(f) for f in summary.failures], "summary": totals}
     sink.write(FAILURE_REPORT, json.dumps(report, indent=2).encode() + b"\n")
     summary.failure_report = sink.location(FAILURE_REPORT)
 

@@ -1,4 +1,5 @@
-"""Mini-batches: which records go into each request (BatchStrategy, MaxPayloadInMB; §3.5)."""
+"""Mini-batches: which records go into each request. BatchStrategy SingleRecord sends one
+record per request, MultiRecord as many whole records as fit in MaxPayloadInMB."""
 
 from __future__ import annotations
 

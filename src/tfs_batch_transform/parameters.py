@@ -1,5 +1,6 @@
 """MaxConcurrentTransforms, BatchStrategy and MaxPayloadInMB: the job's value when given, else
-the container's GET /execution-parameters answer, else SageMaker's defaults (§3.3)."""
+the container's GET /execution-parameters answer, else SageMaker's defaults
+(MaxConcurrentTransforms 1, MaxPayloadInMB 6)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENT_TRANSFORMS = 1  # the API reference's default
 DEFAULT_MAX_PAYLOAD_IN_MB = 6
-# Undocumented in SageMaker's stored docs (contracts.md §3.3); our container's default.
+# SageMaker's API reference gives BatchStrategy no default: this container's choice.
 DEFAULT_BATCH_STRATEGY = "MultiRecord"
 _CONTAINER_STRATEGIES = {"MULTI_RECORD": "MultiRecord", "SINGLE_RECORD": "SingleRecord"}
 
@@ -71,7 +72,8 @@ def resolve(
         "BatchStrategy": DEFAULT_BATCH_STRATEGY,
         "MaxPayloadInMB": DEFAULT_MAX_PAYLOAD_IN_MB,
     }
-    values, sources = {}, {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name, default in defaults.items():
         container = None
         if name in execution_parameters:
