@@ -21,8 +21,9 @@ import example_models as em
 import pytest
 import requests
 from conftest import REPO, serve_stack
+
+from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from tfs_batch_transform import JobConfig, JobSummary, run_job
-from tfs_batch_transform.framing import frame_tfrecord
 from tfs_batch_transform.job import FAILURE_REPORT
 from tfs_batch_transform.progress import LogProgress
 
@@ -52,6 +53,23 @@ def job(url: str | list[str], src: Path | str, dst: Path | str, **settings) -> J
     urls = url if isinstance(url, list) else [url]
     config = JobConfig(input=str(src), output=str(dst), endpoints=urls, **settings)
     return run_job(config, LogProgress(interval=60))
+
+
+def line_job(url: str, tmp_path: Path, name: str, text: str, media: str, **settings) -> JobSummary:
+    """A job on one input file of lines (`tmp_path/in/<name>`, output in `tmp_path/out`):
+    `media` in and out, a record per line and an output line per record."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / name).write_text(text)
+    return job(
+        url,
+        tmp_path / "in",
+        tmp_path / "out",
+        content_type=media,
+        accept=media,
+        split_type="Line",
+        assemble_with="Line",
+        **settings,
+    )
 
 
 def outputs(root: Path) -> dict[str, bytes]:
@@ -128,18 +146,15 @@ def test_formats(hp3, tmp_path, settings, files, expected):
 
 def test_order_is_kept_with_concurrent_single_records(hp3, tmp_path):
     values = [float(i) for i in range(300)]
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "many.csv").write_text("".join(f"{v}\n" for v in values))
-    summary = job(
+    text = "".join(f"{v}\n" for v in values)
+    summary = line_job(
         hp3,
-        tmp_path / "in",
-        tmp_path / "out",
-        content_type="text/csv",
-        accept="text/csv",
-        split_type="Line",
+        tmp_path,
+        "many.csv",
+        text,
+        "text/csv",
         batch_strategy="SingleRecord",
         max_concurrent_transforms=8,
-        assemble_with="Line",
     )
     assert summary.ok and summary.requests == 300 and summary.records == 300
     lines = (tmp_path / "out" / "many.csv.out").read_text().splitlines()
@@ -147,16 +162,13 @@ def test_order_is_kept_with_concurrent_single_records(hp3, tmp_path):
 
 
 def test_csv_join_with_input_and_output_filters(hp3, tmp_path):
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "rows.csv").write_text('id1,2.0\n"id,2",4.0\n')
-    summary = job(
+    rows = 'id1,2.0\n"id,2",4.0\n'
+    summary = line_job(
         hp3,
-        tmp_path / "in",
-        tmp_path / "out",
-        content_type="text/csv",
-        accept="text/csv",
-        split_type="Line",
-        assemble_with="Line",
+        tmp_path,
+        "rows.csv",
+        rows,
+        "text/csv",
         input_filter="$[1:]",
         join_source="Input",
         output_filter="$[0,-1]",
@@ -166,16 +178,13 @@ def test_csv_join_with_input_and_output_filters(hp3, tmp_path):
 
 
 def test_json_lines_join_keeps_the_input_object(hp3, tmp_path):
-    (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "r.jsonl").write_text('{"id":"a","x":1.0}\n{"id":"b","x":3.0}\n')
-    summary = job(
+    text = '{"id":"a","x":1.0}\n{"id":"b","x":3.0}\n'
+    summary = line_job(
         hp3,
-        tmp_path / "in",
-        tmp_path / "out",
-        content_type="application/jsonlines",
-        accept="application/jsonlines",
-        split_type="Line",
-        assemble_with="Line",
+        tmp_path,
+        "r.jsonl",
+        text,
+        "application/jsonlines",
         input_filter="$.x",
         join_source="Input",
     )
