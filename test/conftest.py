@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import pytest
 import requests
@@ -40,18 +41,49 @@ def start_model_server(
     return server
 
 
+class Stoppable(Protocol):
+    def stop(self) -> int | None: ...
+
+
+S = TypeVar("S", bound=Stoppable)
+
+
 @contextlib.contextmanager
-def model_server(
-    args: Sequence[str], log_path: Path, ready_model: str | None = None
-) -> Iterator[ModelServerProcess]:
-    """A running model server for the duration of the block; it fails loudly if it died."""
-    server = start_model_server(args, log_path, ready_model)
+def running(server: S, problem: Callable[[], str | None]) -> Iterator[S]:
+    """`server` for the duration of the block, always stopped after it; `problem()`, asked
+    first, names what is wrong with it (raised as RuntimeError) or None."""
     try:
-        if not server.alive():
-            raise RuntimeError(f"model server exited {server.proc.returncode}:\n{server.log()}")
+        found = problem()
+        if found is not None:
+            raise RuntimeError(found)
         yield server
     finally:
         server.stop()
+
+
+def wait_for_ping(url: str, alive: Callable[[], bool], timeout: float, interval: float) -> bool:
+    """True once GET `url`/ping answers 200; False on timeout or once `alive()` is False."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        with contextlib.suppress(requests.RequestException):
+            if requests.get(f"{url}/ping", timeout=2).status_code == 200:
+                return True
+        time.sleep(interval)
+    return False
+
+
+def model_server(
+    args: Sequence[str], log_path: Path, ready_model: str | None = None
+) -> contextlib.AbstractContextManager[ModelServerProcess]:
+    """A running model server for the duration of the block; it fails loudly if it died."""
+    server = start_model_server(args, log_path, ready_model)
+
+    def exited() -> str | None:
+        if server.alive() or server.proc is None:
+            return None
+        return f"model server exited {server.proc.returncode}:\n{server.log()}"
+
+    return running(server, exited)
 
 
 @pytest.fixture(scope="session")
@@ -62,20 +94,25 @@ def digits_model(tmp_path_factory) -> Path:
     return em.ensure_built("digits", tmp_path_factory.getbasetemp() / "shared-models" / "digits")
 
 
+MODEL_ROOT_MODELS = (
+    "half_plus_two",
+    "half_plus_three",
+    "half_plus_two_tf2",
+    "multi_io",
+    "string_input",
+    "keras",
+    "variable_length",
+)
+
+
 @pytest.fixture(scope="session")
 def model_root(tmp_path_factory) -> Path:
-    """Real SavedModels built once per session with example_models."""
+    """Real SavedModels built once per session with example_models, each in a folder of its
+    example model's name (MODEL_ROOT_MODELS)."""
     import example_models as em
 
     root = tmp_path_factory.mktemp("models")
-    em.half_plus_two_tf1(root / "half_plus_two")
-    em.half_plus_three_tf1(root / "half_plus_three")
-    em.half_plus_two_tf2(root / "half_plus_two_tf2")
-    em.multi_io(root / "multi_io")
-    em.string_input(root / "string_input")
-    em.keras_export(root / "keras")
-    em.variable_length(root / "variable_length")
-    return root
+    return em.build_models(root, {name: name for name in MODEL_ROOT_MODELS})
 
 
 # ----- the whole native stack: serve -> nginx + model servers ---------------------------------
@@ -118,19 +155,7 @@ class ServeProcess:
         return "\n".join(line for line in text.splitlines() if '"GET /ping ' not in line)
 
     def wait_healthy(self, timeout: float = 180) -> bool:
-        import time
-
-        import requests
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
-                    return True
-            except requests.RequestException:
-                pass
-            time.sleep(0.3)
-        return False
+        return wait_for_ping(self.url, lambda: self.proc.poll() is None, timeout, 0.3)
 
     def stop(self, timeout: float = 40) -> int | None:
         code = terminate(self.proc, timeout)
@@ -138,10 +163,9 @@ class ServeProcess:
         return code
 
 
-@contextlib.contextmanager
 def serve_stack(
     model_dir: Path, tmp: Path, env: dict[str, str] | None = None, instances: int = 1
-) -> Iterator[ServeProcess]:
+) -> contextlib.AbstractContextManager[ServeProcess]:
     """The whole stack for the duration of the block, healthy on entry, always stopped."""
     # one free block: the front port first, then the model servers' range (no overlap)
     port, high = free_port_range(2 * instances + 3)
@@ -153,12 +177,13 @@ def serve_stack(
         **(env or {}),
     }
     server = ServeProcess(model_dir, tmp / "run", settings, tmp / "serve.log")
-    try:
-        if not server.wait_healthy():
-            raise RuntimeError(f"serve did not become healthy:\n{server.log()[-5000:]}")
-        yield server
-    finally:
-        server.stop()
+
+    def unhealthy() -> str | None:
+        if server.wait_healthy():
+            return None
+        return f"serve did not become healthy:\n{server.log()[-5000:]}"
+
+    return running(server, unhealthy)
 
 
 # ----- the same stack in a Docker container: --docker-image IMAGE ------------------------------
@@ -220,23 +245,12 @@ class DockerServe:
     def logs(self) -> str:
         return self.container.logs().decode(errors="replace")
 
+    def running(self) -> bool:
+        self.container.reload()
+        return self.container.status in ("created", "running")
+
     def wait_healthy(self, timeout: float = 300) -> bool:
-        import time
-
-        import requests
-
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.container.reload()
-            if self.container.status not in ("created", "running"):
-                return False
-            try:
-                if requests.get(f"{self.url}/ping", timeout=2).status_code == 200:
-                    return True
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        return False
+        return wait_for_ping(self.url, self.running, timeout, 0.5)
 
     def stop(self, timeout: int = 30) -> int:
         """SIGTERM, SIGKILL after `timeout` s (as SageMaker); the exit code. Removes it."""
@@ -249,18 +263,18 @@ class DockerServe:
         return self.exit_code
 
 
-@contextlib.contextmanager
 def docker_serve(
     image: str, model_dir: Path, env: dict[str, str] | None = None
-) -> Iterator[DockerServe]:
+) -> contextlib.AbstractContextManager[DockerServe]:
     """A healthy container for the duration of the block, always removed."""
     server = DockerServe(image, model_dir, env)
-    try:
-        if not server.wait_healthy():
-            raise RuntimeError(f"container did not become healthy:\n{server.logs()[-5000:]}")
-        yield server
-    finally:
-        server.stop()
+
+    def unhealthy() -> str | None:
+        if server.wait_healthy():
+            return None
+        return f"container did not become healthy:\n{server.logs()[-5000:]}"
+
+    return running(server, unhealthy)
 
 
 def tiny_wheel(directory: Path) -> None:

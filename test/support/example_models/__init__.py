@@ -21,7 +21,7 @@ from .image_classifier import (
 )
 from .keras_model import KERAS_INPUT_WIDTH, KERAS_OUTPUT_WIDTH, keras_export
 from .multi_io import multi_io
-from .registry import MODELS, ensure_built
+from .registry import MODELS, build_models, ensure_built
 from .slow import SLOW_MODEL_EXAMPLE_INPUTS, SLOW_MODEL_ITERATIONS, slow_model
 from .string_input import example_input, string_input
 from .variable_length import variable_length
@@ -41,6 +41,7 @@ __all__ = [
     "SLOW_MODEL_ITERATIONS",
     "WARMUP_DIR",
     "WARMUP_FILENAME",
+    "build_models",
     "conv_example_batch",
     "conv_model",
     "digits_classifier",

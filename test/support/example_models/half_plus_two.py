@@ -41,29 +41,13 @@ def half_plus_three_tf1(dest: PathLike, versions: Iterable[int] = (123, 124)) ->
     return Path(dest)
 
 
-def _regression_signature(tf: Any, inputs: Any, outputs: Any) -> Any:
-    consts = tf.saved_model.signature_constants
+def _signature(tf: Any, method: str, inputs: dict[str, Any], outputs: dict[str, Any]) -> Any:
+    """A SignatureDef of `method` mapping aliases to tensors."""
+    info = tf.saved_model.utils.build_tensor_info
     return tf.saved_model.signature_def_utils.build_signature_def(
-        {consts.REGRESS_INPUTS: tf.saved_model.utils.build_tensor_info(inputs)},
-        {consts.REGRESS_OUTPUTS: tf.saved_model.utils.build_tensor_info(outputs)},
-        consts.REGRESS_METHOD_NAME,
-    )
-
-
-def _classification_signature(tf: Any, inputs: Any, scores: Any) -> Any:
-    consts = tf.saved_model.signature_constants
-    return tf.saved_model.signature_def_utils.build_signature_def(
-        {consts.CLASSIFY_INPUTS: tf.saved_model.utils.build_tensor_info(inputs)},
-        {consts.CLASSIFY_OUTPUT_SCORES: tf.saved_model.utils.build_tensor_info(scores)},
-        consts.CLASSIFY_METHOD_NAME,
-    )
-
-
-def _predict_signature(tf: Any, x: Any, y: Any) -> Any:
-    return tf.saved_model.signature_def_utils.build_signature_def(
-        {"x": tf.saved_model.utils.build_tensor_info(x)},
-        {"y": tf.saved_model.utils.build_tensor_info(y)},
-        tf.saved_model.signature_constants.PREDICT_METHOD_NAME,
+        {alias: info(t) for alias, t in inputs.items()},
+        {alias: info(t) for alias, t in outputs.items()},
+        method,
     )
 
 
@@ -112,13 +96,26 @@ def _write(path: Path, b: float) -> None:
             c2 = _variable(tf, 3.0, "c2")
             y3 = tf.identity(tf.add(tf.multiply(a2, x2), c2), name="y3")
         assign_filename = _asset_assign_op(tf, Path(asset_dir))
+        consts = tf.saved_model.signature_constants
+        regress = consts.REGRESS_METHOD_NAME
         signatures = {
-            "regress_x_to_y": _regression_signature(tf, serialized, y),
-            "regress_x_to_y2": _regression_signature(tf, serialized, y2),
-            "regress_x2_to_y3": _regression_signature(tf, x2, y3),
-            "classify_x_to_y": _classification_signature(tf, serialized, y),
-            tf.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY: (
-                _predict_signature(tf, x, y)
+            "regress_x_to_y": _signature(
+                tf, regress, {consts.REGRESS_INPUTS: serialized}, {consts.REGRESS_OUTPUTS: y}
+            ),
+            "regress_x_to_y2": _signature(
+                tf, regress, {consts.REGRESS_INPUTS: serialized}, {consts.REGRESS_OUTPUTS: y2}
+            ),
+            "regress_x2_to_y3": _signature(
+                tf, regress, {consts.REGRESS_INPUTS: x2}, {consts.REGRESS_OUTPUTS: y3}
+            ),
+            "classify_x_to_y": _signature(
+                tf,
+                consts.CLASSIFY_METHOD_NAME,
+                {consts.CLASSIFY_INPUTS: serialized},
+                {consts.CLASSIFY_OUTPUT_SCORES: y},
+            ),
+            consts.DEFAULT_SERVING_SIGNATURE_DEF_KEY: _signature(
+                tf, consts.PREDICT_METHOD_NAME, {"x": x}, {"y": y}
             ),
         }
         sess.run(tf.global_variables_initializer())

@@ -69,16 +69,10 @@ def example(**features: float) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory) -> Path:
+def slow_builds(tmp_path_factory) -> Path:
+    """The conv and slow models (the others come from the session's model_root, conftest.py)."""
     root = tmp_path_factory.mktemp("example_models")
-    assert em.half_plus_two_tf1(root / "hp2") == root / "hp2"
-    em.half_plus_three_tf1(root / "hp3")
-    em.half_plus_two_tf2(root / "tf2")
-    em.multi_io(root / "multi_io")
-    em.string_input(root / "strings")
-    em.variable_length(root / "varlen")
-    em.keras_export(root / "keras")
-    em.conv_model(root / "conv")
+    assert em.conv_model(root / "conv") == root / "conv"
     em.slow_model(root / "slow")
     return root
 
@@ -91,8 +85,8 @@ def test_import_is_cheap():
     )
 
 
-def test_half_plus_two_signatures_match_tf_serving_testdata(root):
-    path = root / "hp2" / "123"
+def test_half_plus_two_signatures_match_tf_serving_testdata(model_root):
+    path = model_root / "half_plus_two" / "123"
     example_in = ("tf_example:0", "string", [-1])
     expected = {
         "serving_default": (PREDICT, {"x": ("x:0", "float32", [-1, 1])}, {"y": "y:0"}),
@@ -115,8 +109,8 @@ def test_half_plus_two_signatures_match_tf_serving_testdata(root):
         assert {a: (name, "float32", [-1, 1]) for a, name in outputs.items()} == sig["outputs"]
 
 
-def test_half_plus_two_runs_every_signature(root):
-    path = root / "hp2" / "123"
+def test_half_plus_two_runs_every_signature(model_root):
+    path = model_root / "half_plus_two" / "123"
     x = np.array([[1.0], [2.0], [5.0]], np.float32)
     np.testing.assert_allclose(run(path, {"x": x})["y"], [[2.5], [3.0], [4.5]])
     records = [example(x=4.0), example(x=1.0, x2=2.0)]
@@ -133,18 +127,18 @@ def test_half_plus_two_runs_every_signature(root):
     np.testing.assert_allclose(run(path, {"inputs": x2}, "regress_x2_to_y3")["outputs"], [[4.0]])
 
 
-def test_half_plus_two_asset_and_main_op(root):
-    path = root / "hp2" / "123"
+def test_half_plus_two_asset_and_main_op(model_root):
+    path = model_root / "half_plus_two" / "123"
     assert (path / "assets" / "foo.txt").read_text() == "asset-file-contents"
     with loaded(path) as (sess, meta_graph):
         assert sess.run("filename_tensor:0") == b"foo.txt"
         assert "saved_model_main_op" in meta_graph.collection_def
 
 
-def test_half_plus_three_versions(root):
-    assert sorted(p.name for p in (root / "hp3").iterdir()) == ["123", "124"]
+def test_half_plus_three_versions(model_root):
+    assert sorted(p.name for p in (model_root / "half_plus_three").iterdir()) == ["123", "124"]
     for version in ("123", "124"):
-        y = run(root / "hp3" / version, {"x": np.array([[1.0]], np.float32)})["y"]
+        y = run(model_root / "half_plus_three" / version, {"x": np.array([[1.0]], np.float32)})["y"]
         np.testing.assert_allclose(y, [[3.5]])
 
 
@@ -158,17 +152,17 @@ def test_dest_keeps_other_versions_and_replaces_same(tmp_path):
     )
 
 
-def test_half_plus_two_tf2(root):
-    sig = describe(root / "tf2" / "1")
+def test_half_plus_two_tf2(model_root):
+    sig = describe(model_root / "half_plus_two_tf2" / "1")
     assert sig["method"] == PREDICT
     assert sig["inputs"]["x"][1:] == ("float32", [-1])
     assert sig["outputs"]["y"][1:] == ("float32", [-1])
-    y = run(root / "tf2" / "1", {"x": np.array([1.0, 2.0], np.float32)})["y"]
+    y = run(model_root / "half_plus_two_tf2" / "1", {"x": np.array([1.0, 2.0], np.float32)})["y"]
     np.testing.assert_allclose(y, [2.5, 3.0])
 
 
-def test_multi_io(root):
-    path = root / "multi_io" / "1"
+def test_multi_io(model_root):
+    path = model_root / "multi_io" / "1"
     sig = describe(path)
     assert {a: v[1:] for a, v in sig["inputs"].items()} == {
         "a": ("float32", [-1, 2]),
@@ -185,23 +179,23 @@ def test_multi_io(root):
     assert out["label_bytes"].tolist() == [b"3", b"5"]
 
 
-def test_string_input(root):
-    path = root / "strings" / "1"
+def test_string_input(model_root):
+    path = model_root / "string_input" / "1"
     assert describe(path)["inputs"]["text"][1:] == ("string", [-1])
     out = run(path, {"text": np.array([b"hello", b"", "é".encode()], object)})
     assert out["length"].tolist() == [5, 0, 2]
     assert out["length"].dtype == np.int32
 
 
-def test_variable_length(root):
-    path = root / "varlen" / "1"
+def test_variable_length(model_root):
+    path = model_root / "variable_length" / "1"
     assert describe(path)["inputs"]["x"][1:] == ("float32", [-1, -1])
     out = run(path, {"x": np.array([[1, 2, 3], [4, 0, 0]], np.float32)})
     np.testing.assert_allclose(out["total"], [6.0, 4.0])
 
 
-def test_keras_export_is_deterministic(root, tmp_path):
-    path = root / "keras" / "1"
+def test_keras_export_is_deterministic(model_root, tmp_path):
+    path = model_root / "keras" / "1"
     sig = describe(path)
     ((alias, (_name, dtype, dims)),) = sig["inputs"].items()
     assert (dtype, dims) == ("float32", [-1, em.KERAS_INPUT_WIDTH])
@@ -213,8 +207,8 @@ def test_keras_export_is_deterministic(root, tmp_path):
     np.testing.assert_array_equal(run(tmp_path / "1", {alias: features})[next(iter(first))], out)
 
 
-def test_conv_model_shapes(root):
-    path = root / "conv" / "1"
+def test_conv_model_shapes(slow_builds):
+    path = slow_builds / "conv" / "1"
     sig = describe(path)
     assert sig["inputs"]["image"][1:] == ("float32", [-1, *em.CONV_INPUT_SHAPE])
     assert sig["outputs"]["probabilities"][1:] == ("float32", [-1, em.CONV_CLASSES])
@@ -229,8 +223,8 @@ def test_conv_model_shapes(root):
     assert size < 20e6
 
 
-def test_slow_model_small_input(root):
-    path = root / "slow" / "1"
+def test_slow_model_small_input(slow_builds):
+    path = slow_builds / "slow" / "1"
     sig = describe(path)
     assert set(sig["inputs"]) == set(em.SLOW_MODEL_EXAMPLE_INPUTS)
     assert sig["inputs"]["iterations"][1:] == ("int32", [-1])
@@ -267,8 +261,8 @@ def test_cli_list_and_build(tmp_path, capsys):
         "keras",
         "multi_io",
         "string_input",
-        "formats",
         "example_input",
+        "formats",
         "variable_length",
         "conv",
         "slow",
