@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from loadgen import bench_arguments, new_report, write_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -347,8 +348,7 @@ def run(args: argparse.Namespace, work: Path) -> Result:
     jobs = {j.kind: j for j in cij.make_jobs(data, MODEL, work / "models")}
     warmups = {j.kind: j for j in cij.make_jobs(warm, MODEL, work / "warm-models")}
     report: Result = {
-        "host_cpus": os.cpu_count(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        **new_report(),
         "images": args.images,
         "model": MODEL,
         "unit": "images/s",
@@ -410,9 +410,7 @@ def draw_chart(report: Result, path: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_arguments(__doc__, "batch_images", seconds=None)
     parser.add_argument("--images", type=int, default=192, help="images per job (default 192)")
     parser.add_argument("--warmup-images", type=int, default=32)
     parser.add_argument("--seconds", type=float, default=8.0, help="per forward-pass point")
@@ -424,14 +422,10 @@ def main() -> int:
     parser.add_argument("--payload-mb", type=int, default=1, help="(c) MaxPayloadInMB")
     parser.add_argument("--repeats", type=int, default=2, help="runs per point; fastest counts")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="perf-results/batch_images.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-batch-images-") as tmp:
         report = run(args, Path(tmp))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    chart = out.with_suffix(".png")
+    chart = write_report(report, args.out).with_suffix(".png")
     draw_chart(report, chart)
     sides = report["sides"]
     print(
@@ -446,7 +440,7 @@ def main() -> int:
     )
     for problem in report["prediction_problems"]:
         print(f"PROBLEM: {problem}")
-    print(f"wrote {out} and {chart}")
+    print(f"wrote {chart}")
     return 1 if report["prediction_problems"] else 0
 
 

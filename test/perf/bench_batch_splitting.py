@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE.parent))  # test/, for conftest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from bench_batch_images import MODEL, Interference, cij  # noqa: E402
 from conftest import model_server  # noqa: E402
+from loadgen import bench_arguments, new_report, write_report  # noqa: E402
 
 
 def configs(size: int, timeout_us: int) -> dict[str, dict[str, Any]]:
@@ -130,26 +131,20 @@ def measure(name: str, params: dict, payloads: list[bytes], args: argparse.Names
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_arguments(__doc__, "batch_splitting", seconds=None)
     parser.add_argument("--request-size", type=int, default=71, help="images per request")
     parser.add_argument("--requests", type=int, default=3, help="timed requests per thread")
     parser.add_argument("--concurrency", type=int, default=2, help="MaxConcurrentTransforms")
     parser.add_argument("--batch-timeout-micros", type=int, default=20000)
-    parser.add_argument("--out", default="perf-results/batch_splitting.json")
     args = parser.parse_args()
-    report: dict[str, Any] = {"host_cpus": os.cpu_count(), "args": vars(args), "configs": {}}
+    report = new_report(args=vars(args), configs={})
     with tempfile.TemporaryDirectory(prefix="bench-splitting-") as tmp_name:
         tmp = Path(tmp_name)
         data = cij.build_dataset(tmp / "data", 4 * args.request_size, 1000)
         payloads = bodies(data, args.request_size)
         for name, params in configs(args.request_size, args.batch_timeout_micros).items():
             report["configs"][name] = measure(name, params, payloads, args, tmp)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {out}")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ exit non-zero (after the JSON is written).
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import itertools
 import json
@@ -29,7 +28,6 @@ import os
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -41,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for co
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 import example_models as em
 from conftest import serve_stack
-from loadgen import run_load, write_report
+from loadgen import bench_arguments, new_report, run_load, write_report
 
 MODEL = "half_plus_three"
 BODY = json.dumps({"instances": [1.0, 2.0, 5.0]}).encode()
@@ -171,21 +169,14 @@ def _row(point: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    args = bench_arguments(__doc__, "container").parse_args()
+    report = new_report(
+        seconds_per_point=args.seconds,
+        model=MODEL,
+        body=BODY.decode(),
+        model_server_instances=1,
+        target_ratio_c16=TARGET_C16,
     )
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each point")
-    parser.add_argument("--out", default="perf-results/container.json")
-    args = parser.parse_args()
-    report: dict = {
-        "host_cpus": os.cpu_count(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "seconds_per_point": args.seconds,
-        "model": MODEL,
-        "body": BODY.decode(),
-        "model_server_instances": 1,
-        "target_ratio_c16": TARGET_C16,
-    }
     print(
         f"{MODEL} predict, {args.seconds:g} s per point, 1 model server instance, "
         f"{os.cpu_count()} CPUs shared with the Python load generator"

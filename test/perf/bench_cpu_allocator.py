@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
-from loadgen import write_report
+from loadgen import bench_arguments, write_report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -156,14 +156,12 @@ def child(root: Path, seconds: float, only: list[str] | None) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_arguments(__doc__.split("\n\n")[0], "cpu_allocator", seconds=3.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--models", type=Path, help="model cache directory (default: temporary)")
     parser.add_argument("--no-resnet", action="store_true")
     parser.add_argument("--cases", nargs="+", help="only these cases (e.g. 'resnet50 b8')")
     parser.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS))
-    parser.add_argument("--out", default="perf-results/cpu_allocator.json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:

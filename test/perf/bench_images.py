@@ -15,14 +15,12 @@ Prints images/s and the ratios (a)/(c) and (b)/(c); writes JSON.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import importlib.util
 import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -38,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # exam
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
 from bench_container import WARMUP_REQUESTS, Failures, rest_worker  # noqa: E402
 from conftest import serve_stack  # noqa: E402
-from loadgen import run_load, write_report  # noqa: E402
+from loadgen import bench_arguments, new_report, run_load, write_report  # noqa: E402
 
 CODE_DIR = REPO / "examples" / "jpeg_images" / "code"
 CONCURRENCIES = (1, 16)
@@ -122,21 +120,13 @@ def bench_model(model: str, jpegs: list[bytes], work: Path, seconds: float) -> d
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_arguments(__doc__, "images")
     parser.add_argument("--models", nargs="+", default=["digits", "resnet50"])
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each point")
-    parser.add_argument("--out", default="perf-results/images.json")
     args = parser.parse_args()
     example = _jpeg_example()
-    report: dict = {
-        "host_cpus": os.cpu_count(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "seconds_per_point": args.seconds,
-        "unit": "images/s (one JPEG per request)",
-        "models": {},
-    }
+    report = new_report(
+        seconds_per_point=args.seconds, unit="images/s (one JPEG per request)", models={}
+    )
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         for model in args.models:

@@ -6,13 +6,11 @@ Everything is measured in this one run on this machine (ratios, not absolute tar
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -27,7 +25,7 @@ from tfs_model_server.process import ModelServerProcess
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 import example_models as em
-from loadgen import run_load, write_report
+from loadgen import bench_arguments, new_report, run_load, write_report
 
 OUR_SERVER = str(Path(sys.executable).parent / "tfs-model-server")
 
@@ -165,12 +163,10 @@ def _single_input_alias(server: ModelServerProcess) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=5.0, help="duration of each point")
-    parser.add_argument("--out", default="perf-results/model_server.json")
+    parser = bench_arguments(__doc__, "model_server")
     parser.add_argument("--only", choices=("protocols", "batching"))
     args = parser.parse_args()
-    report: dict = {"host_cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    report = new_report()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if args.only in (None, "protocols"):

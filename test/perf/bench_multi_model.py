@@ -11,7 +11,6 @@ time (median, p90) and the ratio (b)/(c); writes perf-results/multi_model.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ import example_models as em
 from bench_container import MODEL, preflight
 from bench_python_service import measure
 from conftest import serve_stack
-from loadgen import write_report
+from loadgen import bench_arguments, new_report, write_report
 
 CONCURRENCY = 16
 
@@ -50,14 +49,10 @@ def load_times(url: str, model_url: Path, count: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser = bench_arguments(__doc__, "multi_model")
     parser.add_argument("--loads", type=int, default=20)
-    parser.add_argument("--out", default="perf-results/multi_model.json")
     args = parser.parse_args()
-    report: dict = {"host_cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    report = new_report()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         single = tmp / "single"

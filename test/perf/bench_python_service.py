@@ -10,11 +10,9 @@ read the ratios, not the absolute numbers.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -29,7 +27,7 @@ from bench_container import (
     rest_worker,
 )
 from conftest import serve_stack
-from loadgen import run_load, write_report
+from loadgen import bench_arguments, new_report, run_load, write_report
 
 PASS_THROUGH = """
 def input_handler(data, context):
@@ -77,11 +75,8 @@ def bench_stack(model_dir: Path, tmp: Path, seconds: float, label: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--out", default="perf-results/python_service.json")
-    args = parser.parse_args()
-    report: dict = {"host_cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    args = bench_arguments(__doc__, "python_service").parse_args()
+    report = new_report()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         fast = tmp / "fast"

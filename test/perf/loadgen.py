@@ -1,13 +1,17 @@
-"""A small closed-loop load generator: N threads, each sending requests back to back."""
+"""A small closed-loop load generator (N threads, each sending requests back to back), and what
+every benchmark shares: its options and its report."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +77,25 @@ def run_load(
         p50_ms=round(float(np.percentile(flat, 50)), 3) if count else float("nan"),
         p99_ms=round(float(np.percentile(flat, 99)), 3) if count else float("nan"),
     )
+
+
+def bench_arguments(
+    description: str | None, name: str, seconds: float | None = 5.0
+) -> argparse.ArgumentParser:
+    """The options every benchmark takes: --out (perf-results/<name>.json) and, unless
+    `seconds` is None, --seconds (each point's duration)."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    if seconds is not None:
+        parser.add_argument("--seconds", type=float, default=seconds, help="duration of each point")
+    parser.add_argument("--out", default=f"perf-results/{name}.json")
+    return parser
+
+
+def new_report(**fields: Any) -> dict[str, Any]:
+    """A report that starts with the host's CPU count and the start time."""
+    return {"host_cpus": os.cpu_count(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields}
 
 
 def write_report(report: dict, path: str | Path) -> Path:
