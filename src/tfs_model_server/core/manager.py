@@ -377,12 +377,8 @@ class ModelManager:
                         self._lock.acquire()
 
     # ----- serving ----------------------------------------------------------------------
-    def resolve_version(self, name: str, version: int | None, label: str | None) -> int:
-        """The version a request means (label, specific, or latest available)."""
-        with self._lock:
-            return self._resolve(name, version, label).version
-
     def _resolve(self, name: str, version: int | None, label: str | None) -> VersionRecord:
+        """The version a request means (label, specific, or latest available)."""
         record = self._models.get(name)
         if label:
             if record is None or label not in record.labels:
@@ -438,20 +434,6 @@ class ModelManager:
             return [
                 (r.version, r.state, r.error)
                 for r in sorted(record.versions.values(), key=lambda r: -r.version)
-            ]
-
-    def model_names(self) -> list[str]:
-        with self._lock:
-            return list(self._models)
-
-    def loaded(self) -> list[tuple[str, int, Servable]]:
-        """Every AVAILABLE servable (for metrics and shutdown)."""
-        with self._lock:
-            return [
-                (m.name, r.version, r.servable)
-                for m in self._models.values()
-                for r in m.versions.values()
-                if r.state is State.AVAILABLE and r.servable
             ]
 
     def close(self) -> None:

@@ -1,0 +1,87 @@
+"""cli.flags: tensorflow_model_server's command line, its values and its cross-flag rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfs_model_server.cli import flags
+
+
+def test_values_in_both_forms_and_booleans() -> None:
+    options = flags.parse(
+        [
+            "--port",
+            "9000",
+            "--rest_api_port=8501",
+            "--enable_batching",
+            "--enable_model_warmup=false",
+        ]
+    )
+    assert (options.port, options.rest_api_port) == (9000, 8501)
+    assert options.enable_batching and not options.enable_model_warmup
+    assert options.model_name == "default"  # TF Serving's defaults for the rest
+
+
+def test_flags_that_change_nothing_here_are_kept_aside() -> None:
+    options = flags.parse(["--num_load_threads=4", "--model_base_path=/m"])
+    assert options.ignored == {"num_load_threads": 4}
+    flags.validate(options)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nope=1"], "unknown argument: --nope=1"),
+        (["positional"], "unknown argument: positional"),
+        (["--port"], "Missing value for flag --port"),
+        (["--port=x"], "Illegal value for flag --port: 'x' (expected an integer)"),
+        (["--port=4294967296"], "Illegal value for flag --port: '4294967296' (out of int32 range)"),
+        (["--enable_batching=maybe"], "Illegal value for flag --enable_batching: 'maybe'"),
+    ],
+)
+def test_parse_errors(argv: list[str], message: str) -> None:
+    with pytest.raises(flags.FlagError) as info:
+        flags.parse(argv)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "Both --model_base_path and --model_config_file are empty"),
+        (["--model_base_path=/m", "--port=0"], "Server failed to start: --port=0 needs"),
+        (
+            ["--model_base_path=/m", "--rest_api_port=70000"],
+            "Illegal value for flag --rest_api_port",
+        ),
+        (
+            ["--model_base_path=/m", "--batching_parameters_file=/b"],
+            "--batching_parameters_file is set without --enable_batching",
+        ),
+        (
+            [
+                "--model_base_path=/m",
+                "--tensorflow_session_parallelism=2",
+                "--tensorflow_intra_op_parallelism=2",
+            ],
+            "Either configure --tensorflow_session_parallelism or",
+        ),
+        (["--model_base_path=/m", "--grpc_max_threads=0"], "Illegal value for flag --grpc_max"),
+    ],
+)
+def test_validate(argv: list[str], message: str) -> None:
+    with pytest.raises(flags.FlagError) as info:
+        flags.validate(flags.parse(argv))
+    assert str(info.value).startswith(message)
+
+
+def test_grpc_channel_arguments() -> None:
+    assert flags.grpc_channel_arguments("a=1, b=x,") == [("a", 1), ("b", "x")]
+    with pytest.raises(flags.FlagError, match="'novalue'"):
+        flags.grpc_channel_arguments("novalue")
+
+
+def test_usage_lists_every_flag_with_its_default() -> None:
+    text = flags.usage()
+    assert "\t--port=8500" in text and "\t--model_name='default'" in text
+    assert "\t--enable_batching=false" in text and "\t--num_load_threads=0" in text

@@ -1,0 +1,230 @@
+"""core.manager: version directories, version policies, config checks, and a ModelManager
+loading, serving and unloading real SavedModels (half_plus_three's versions 123 and 124)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.core.manager import (
+    ModelConfig,
+    ModelManager,
+    State,
+    aspired_versions,
+    scan_versions,
+    validate_config,
+)
+
+
+def _error(call, *args, **kwargs) -> ServingError:
+    with pytest.raises(ServingError) as info:
+        call(*args, **kwargs)
+    return info.value
+
+
+@pytest.fixture
+def three(model_root: Path, tmp_path: Path) -> Path:
+    """A copy of half_plus_three (versions 123 and 124) this test may change."""
+    return Path(shutil.copytree(model_root / "half_plus_three", tmp_path / "three"))
+
+
+def states(manager: ModelManager, name: str) -> dict[int, State]:
+    return {version: state for version, state, _ in manager.version_states(name)}
+
+
+# --- the file system and the version policy ------------------------------------------------
+
+
+def test_scan_versions_takes_numeric_directories_first_one_wins(tmp_path: Path) -> None:
+    for name in ("1", "007", "7", "-2", "abc", "9223372036854775808", "12"):
+        (tmp_path / name).mkdir()
+    found = scan_versions(str(tmp_path))
+    assert found == {1: tmp_path / "1", 7: tmp_path / "007", 12: tmp_path / "12"}
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("", [3]),
+        ("latest { num_versions: 2 }", [2, 3]),
+        ("all {}", [1, 2, 3]),
+        ("specific { versions: 1 versions: 3 versions: 9 }", [1, 3]),
+    ],
+)
+def test_aspired_versions_follow_the_policy(policy: str, expected: list[int]) -> None:
+
+    config = text_format.Parse(
+        f"model_version_policy {{ {policy} }}" if policy else "", ModelConfig()
+    )
+    on_disk = {v: Path(str(v)) for v in (1, 2, 3)}
+    assert sorted(aspired_versions(config, on_disk)) == expected
+
+
+@pytest.mark.parametrize(
+    ("configs", "message"),
+    [
+        (
+            [ModelConfig(name="m", base_path="/a", model_platform="tensorflow")] * 2,
+            "Illegal to list model m multiple times in config list",
+        ),
+        (
+            [ModelConfig(name="m", base_path="relative", model_platform="tensorflow")],
+            "Expected model m to have an absolute path or URI; got base_path()=relative",
+        ),
+        (
+            [ModelConfig(name="m", base_path="/a", model_platform="onnx")],
+            "Model m has an unsupported model_platform onnx; only 'tensorflow' is served",
+        ),
+        (
+            [ModelConfig(name="m", base_path="/a")],
+            "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+            "ModelServerConfig::model_platform.",
+        ),
+    ],
+)
+def test_validate_config(configs: list[ModelConfig], message: str) -> None:
+    err = _error(validate_config, configs)
+    assert (err.code, err.message) == (Code.INVALID_ARGUMENT, message)
+
+
+# --- loading, serving, unloading -------------------------------------------------------------
+
+
+def test_latest_version_is_loaded_and_served(make_manager, model_config, three: Path) -> None:
+    models = make_manager()
+    models.set_config([model_config("m", three)])
+    assert models.wait_until_available(["m"], timeout_s=60) == []
+    assert states(models, "m") == {124: State.AVAILABLE}
+    with models.servable("m") as servable:
+        assert (servable.name, servable.version) == ("m", 124)
+    err = _error(lambda: models.servable("m", 123).__enter__())
+    assert (err.code, err.message) == (
+        Code.NOT_FOUND,
+        "Servable not found for request: Specific(m, 123)",
+    )
+    err = _error(lambda: models.servable("nope").__enter__())
+    assert err.message == "Servable not found for request: Latest(nope)"
+
+
+def test_policy_changes_load_before_they_unload(make_manager, model_config, three: Path) -> None:
+    models = make_manager()
+    models.set_config([model_config("m", three, all_versions=True)])
+    assert states(models, "m") == {124: State.AVAILABLE, 123: State.AVAILABLE}
+    specific = model_config("m", three)
+    specific.model_version_policy.specific.versions.append(123)
+    models.set_config([specific])
+    assert states(models, "m") == {124: State.END, 123: State.AVAILABLE}
+    with models.servable("m") as servable:
+        assert servable.version == 123
+
+
+def test_a_new_version_on_disk_replaces_the_latest(make_manager, model_config, three: Path) -> None:
+    models = make_manager()
+    models.set_config([model_config("m", three)])
+    shutil.copytree(three / "124", three / "125")
+    models.poll()
+    assert states(models, "m") == {125: State.AVAILABLE, 124: State.END}
+
+
+def test_labels_name_available_versions(make_manager, model_config, three: Path) -> None:
+    models = make_manager()
+    config = model_config("m", three, all_versions=True)
+    models.set_config([config])
+    config.version_labels["stable"] = 123
+    models.apply_labels([config])
+    with models.servable("m", label="stable") as servable:
+        assert servable.version == 123
+    assert _error(lambda: models.servable("m", label="beta").__enter__()).message == (
+        "Unrecognized servable version label: beta"
+    )
+    assert _error(models.version_states, "m", label="beta").code == Code.INVALID_ARGUMENT
+    config.version_labels["next"] = 999
+    err = _error(models.apply_labels, [config])
+    assert (err.code, err.message) == (
+        Code.FAILED_PRECONDITION,
+        "Request to assign label to version 999 of model m, which is not currently available "
+        "for inference",
+    )
+
+
+def test_a_new_label_may_name_an_unavailable_version_when_allowed(
+    make_manager, model_config, three: Path
+) -> None:
+    models = make_manager(allow_labels_for_unavailable=True)
+    config = model_config("m", three)
+    models.set_config([config])
+    config.version_labels["next"] = 999
+    models.apply_labels([config])
+    assert _error(lambda: models.servable("m", label="next").__enter__()).message == (
+        "Servable not found for request: Specific(m, 999)"
+    )
+
+
+def test_a_failed_load_is_recorded_and_reported(make_manager, model_config, tmp_path: Path) -> None:
+    bad = tmp_path / "bad" / "1"
+    bad.mkdir(parents=True)
+    (bad / "saved_model.pb").write_bytes(b"not a saved model")
+    models = make_manager(max_load_retries=0)
+    models.set_config([model_config("bad", tmp_path / "bad")])
+    errors = models.wait_until_available(["bad"], timeout_s=60)
+    assert len(errors) == 1 and errors[0].startswith("{name: bad version: 1}: ")
+    [(version, state, error)] = models.version_states("bad")
+    assert (version, state) == (1, State.END) and error is not None
+
+
+def test_waiting_for_a_model_without_versions_times_out(
+    make_manager, model_config, tmp_path: Path
+) -> None:
+    models = make_manager()
+    models.set_config([model_config("empty", tmp_path)])
+    assert models.wait_until_available(["empty", "unknown"], timeout_s=0.2) == [
+        "unknown: not configured",
+        "empty: timed out waiting to become available",
+    ]
+    assert _error(models.version_states, "empty").message == (
+        "Could not find any versions of model empty"
+    )
+
+
+def test_a_removed_model_is_unloaded_and_keeps_its_states(
+    make_manager, model_config, three: Path
+) -> None:
+    models = make_manager()
+    models.set_config([model_config("m", three)])
+    models.set_config([])
+    assert states(models, "m") == {124: State.END}
+    assert _error(models.version_states, "m", 7).message == "Could not find version 7 of model m"
+
+
+def test_unloading_waits_for_the_requests_that_hold_the_version(
+    make_manager, model_config, three: Path
+) -> None:
+    models = make_manager()
+    models.set_config([model_config("m", three)])
+    holding, release = threading.Event(), threading.Event()
+
+    def request() -> None:
+        with models.servable("m"):
+            holding.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=request)
+    worker.start()
+    assert holding.wait(10)
+    unloader = threading.Thread(target=models.set_config, args=([],))
+    unloader.start()
+    end = time.monotonic() + 10
+    while states(models, "m")[124] is not State.UNLOADING:  # the unload waits for the request
+        assert time.monotonic() < end, "the unload never began"
+        time.sleep(0.01)
+    assert worker.is_alive()
+    release.set()
+    unloader.join(10)
+    worker.join(10)
+    assert states(models, "m") == {124: State.END}

@@ -1,0 +1,133 @@
+"""core.server: options into batching and model configs, and a whole ModelServer in this
+process (half_plus_two on free loopback ports, REST and gRPC), started and stopped."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+import requests
+from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
+
+from process_utils import free_port
+from tfs_model_server.cli import flags
+from tfs_model_server.core.errors import ServingError
+from tfs_model_server.core.server import (
+    ModelServer,
+    batching_options,
+    check_files,
+    initial_configs,
+    run,
+)
+
+
+def _options(*args: str) -> flags.ServerOptions:
+    return flags.parse(list(args))
+
+
+def test_batching_options_read_the_parameters_file(tmp_path: Path) -> None:
+    path = tmp_path / "batching.config"
+    path.write_text(
+        "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 500 }\n"
+        "allowed_batch_sizes: 4\nallowed_batch_sizes: 8\npad_variable_length_inputs: true\n"
+    )
+    options = batching_options(_options(f"--batching_parameters_file={path}"))
+    assert (options.max_batch_size, options.batch_timeout_micros) == (8, 500)
+    assert options.allowed_batch_sizes == (4, 8) and options.pad_variable_length_inputs
+    assert options.max_enqueued_batches == 10  # TF's default for what the file leaves out
+    path.write_text("max_batch_size { value: 8 }\nallowed_batch_sizes: 4\n")
+    with pytest.raises(ServingError, match="Last entry in allowed_batch_sizes"):
+        batching_options(_options(f"--batching_parameters_file={path}"))
+
+
+def test_initial_configs(tmp_path: Path) -> None:
+    [config] = initial_configs(_options("--model_base_path=/models/a", "--model_name=a"))
+    assert (config.name, config.base_path, config.model_platform) == (
+        "a",
+        "/models/a",
+        "tensorflow",
+    )
+    path = tmp_path / "models.config"
+    path.write_text(
+        "model_config_list { config { name: 'x' base_path: '/x' model_platform: 'tensorflow' }"
+        " config { name: 'y' base_path: '/y' model_platform: 'tensorflow' } }"
+    )
+    assert [c.name for c in initial_configs(_options(f"--model_config_file={path}"))] == ["x", "y"]
+
+
+def test_check_files_names_the_missing_one(tmp_path: Path) -> None:
+    missing = tmp_path / "none.config"
+    with pytest.raises(ServingError) as info:
+        check_files(_options(f"--monitoring_config_file={missing}"))
+    assert info.value.message == f"--monitoring_config_file: no such file: {missing}"
+
+
+def test_run_reports_a_failed_start(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad" / "1"
+    bad.mkdir(parents=True)
+    (bad / "saved_model.pb").write_bytes(b"not a saved model")
+    options = _options(
+        f"--model_base_path={bad.parent}",
+        "--max_num_load_retries=0",
+        f"--port={free_port()}",
+        "--bind_address=127.0.0.1",
+    )
+    assert run(options) == 1
+    assert "Failed to start server. Error: 1 model(s) did not become available" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.fixture(scope="module")
+def server(model_root: Path, tmp_path_factory):
+    rest_port, grpc_port = free_port(), free_port()
+    monitoring = tmp_path_factory.mktemp("server") / "monitoring.config"
+    monitoring.write_text("prometheus_config { enable: true }")
+    options = _options(
+        f"--model_base_path={model_root / 'half_plus_two'}",
+        "--model_name=hp2",
+        f"--port={grpc_port}",
+        f"--rest_api_port={rest_port}",
+        "--bind_address=127.0.0.1",
+        f"--monitoring_config_file={monitoring}",
+        "--file_system_poll_wait_seconds=0",
+    )
+    model_server = ModelServer(options)
+    model_server.start()
+    serving = threading.Thread(target=model_server.serve, daemon=True)
+    serving.start()
+    rest = f"http://127.0.0.1:{rest_port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            requests.get(f"{rest}/v1/models/hp2", timeout=2)
+            break
+        except requests.ConnectionError:
+            assert time.monotonic() < deadline, "REST never answered"
+            time.sleep(0.05)
+    yield rest, f"127.0.0.1:{grpc_port}"
+    model_server.stop()
+    serving.join(10)
+    assert not serving.is_alive()
+
+
+def test_serves_rest_and_grpc(server) -> None:
+    rest, target = server
+    status = requests.get(f"{rest}/v1/models/hp2", timeout=10).json()
+    assert status["model_version_status"][0]["state"] == "AVAILABLE"
+    reply = requests.post(f"{rest}/v1/models/hp2:predict", json={"instances": [[2.0]]}, timeout=10)
+    assert reply.json() == {"predictions": [[3.0]]}
+    with grpc.insecure_channel(target) as channel:
+        stub = model_service_pb2_grpc.ModelServiceStub(channel)
+        request = get_model_status_pb2.GetModelStatusRequest()
+        request.model_spec.name = "hp2"
+        assert stub.GetModelStatus(request, timeout=10).model_version_status[0].version == 123
+
+
+def test_exports_prometheus_metrics(server) -> None:
+    rest, _ = server
+    text = requests.get(f"{rest}/monitoring/prometheus/metrics", timeout=10).text
+    assert ':tensorflow:cc:saved_model:load_attempt_count{model_path="' in text
