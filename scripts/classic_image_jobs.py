@@ -223,31 +223,37 @@ def make_jobs(
     `model_base` (a SavedModel base path) replaces the examples' cached `model`."""
     base = model_base or cached_model(model)
     common = {"max_concurrent_transforms": max_concurrent, "max_payload_in_mb": max_payload_mb}
-    jpeg = Job(
-        "jpeg",
-        assemble_model_dir(work / "model-jpeg", model, base, JPEG_CODE),
-        dataset.jpeg_dir,
-        {
-            "content_type": "application/x-image",
-            "accept": "application/json",
-            "split_type": "None",
-            **common,
-        },
-    )
-    tfrecord = Job(
-        "tfrecord",
-        assemble_model_dir(work / "model-tfrecord", model, base, TFRECORD_CODE),
-        dataset.tfrecord_dir,
-        {
-            "content_type": "application/x-tfexample",
-            "accept": "application/jsonlines",
-            "split_type": "TFRecord",
-            "batch_strategy": "MultiRecord",
-            "assemble_with": "Line",
-            **common,
-        },
-    )
-    return [jpeg, tfrecord]
+    jobs = {  # kind: (inference.py's folder, input, runner settings)
+        "jpeg": (
+            JPEG_CODE,
+            dataset.jpeg_dir,
+            {
+                "content_type": "application/x-image",
+                "accept": "application/json",
+                "split_type": "None",
+            },
+        ),
+        "tfrecord": (
+            TFRECORD_CODE,
+            dataset.tfrecord_dir,
+            {
+                "content_type": "application/x-tfexample",
+                "accept": "application/jsonlines",
+                "split_type": "TFRecord",
+                "batch_strategy": "MultiRecord",
+                "assemble_with": "Line",
+            },
+        ),
+    }
+    return [
+        Job(
+            kind,
+            assemble_model_dir(work / f"model-{kind}", model, base, code),
+            inputs,
+            {**settings, **common},
+        )
+        for kind, (code, inputs, settings) in jobs.items()
+    ]
 
 
 # ----- reading and checking outputs -------------------------------------------------------

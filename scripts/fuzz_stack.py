@@ -12,9 +12,7 @@ status class and every oracle violation with an example. Writes perf-results/fuz
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import sys
 import tempfile
 import time
@@ -22,6 +20,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "test" / "perf"))
 
 from conftest import serve_stack  # noqa: E402
 from hostile_cases import (  # noqa: E402
@@ -35,6 +34,7 @@ from hostile_cases import (  # noqa: E402
     stack_is_right,
 )
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from loadgen import bench_arguments, write_report  # noqa: E402
 
 
 def fuzz(ports: dict[str, int], count: int, check_every: int, random_seed: int) -> Tally:
@@ -63,11 +63,10 @@ def fuzz(ports: dict[str, int], count: int, check_every: int, random_seed: int) 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_arguments(__doc__, "fuzz", seconds=None)
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check-every", type=int, default=50)
-    parser.add_argument("--out", type=Path, default=REPO / "perf-results" / "fuzz.json")
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fuzz-stack-") as tmp, contextlib.ExitStack() as stack:
@@ -89,15 +88,13 @@ def main() -> int:
         print(f"  {wrong}")
     print(f"afterwards: {final or 'every stack answers /ping and a valid request right'}")
     print(f"{tally.cases} cases in {time.monotonic() - started:.0f} s")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     result = {
         **tally.as_json(),
         "neighbour": {"sent": neighbour.sent, "wrong": neighbour.wrong},
         "afterwards": final,
         "seed": args.seed,
     }
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report(result, args.out)
     return 1 if tally.violations or neighbour.wrong or final else 0
 
 

@@ -27,9 +27,11 @@ import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "test" / "perf"))
 
 from conftest import ServeProcess, serve_stack  # noqa: E402
 from hostile_cases import PASS_THROUGH  # noqa: E402
+from loadgen import bench_arguments, write_report  # noqa: E402
 
 BODY = '{"instances": [1.0, 2.0, 5.0]}'
 THREADS = 2
@@ -128,11 +130,10 @@ def soak(name: str, server: ServeProcess, script: Path, args: argparse.Namespace
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = bench_arguments(__doc__, "soak", seconds=None)
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--warmup-seconds", type=int, default=10)
     parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=REPO / "perf-results" / "soak.json")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)
@@ -167,9 +168,7 @@ def main() -> int:
                 f" MiB at the end ({100 * r['growth'].get(group, 0):+.1f} %)"
             )
         print(f"    {'PASS' if r['passed'] else 'FAIL'}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"results": results}, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_report({"results": results}, args.out)
     return 0 if all(r["passed"] for r in results) else 1
 
 

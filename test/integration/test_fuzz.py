@@ -6,14 +6,25 @@ scripts/fuzz_stack.py runs the same with 10,000 cases and more."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+from pathlib import Path
 
 import pytest
 from conftest import serve_stack
-from hostile_cases import STACKS, Neighbour, Tally, build_models, cases, run_case, stack_env
+from hostile_cases import STACKS, Neighbour, build_models, stack_env
 from hostile_cases import stack_is_right as stacks_are_right
-from hypothesis import HealthCheck, Phase, given, settings
 
 CASES = 600
+
+
+def _fuzz_script():
+    """scripts/fuzz_stack.py, whose fuzz() runs the cases (here CASES of them, seed 0)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_stack.py"
+    spec = importlib.util.spec_from_file_location("fuzz_stack", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -31,26 +42,8 @@ def ports(tmp_path_factory):
 
 
 def test_hostile_input_gets_json_4xx_and_hurts_no_neighbour(ports):
-    tally = Tally()
-
-    @settings(
-        max_examples=CASES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(cases())
-    def one(case) -> None:
-        run_case(ports, case, tally)
-        if tally.cases % 50 == 0:
-            problem = stacks_are_right(ports)
-            if problem is not None:
-                tally.add(case, "after", f"stack not right afterwards: {problem}")
-
     with Neighbour(ports["fast"]) as neighbour:
-        one()
+        tally = _fuzz_script().fuzz(ports, CASES, check_every=50, random_seed=0)
     print("\n" + tally.table())
     assert tally.cases >= CASES
     assert not tally.violations, tally.table()

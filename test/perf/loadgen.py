@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+RESULTS = Path(__file__).resolve().parents[2] / "perf-results"
+
 # A worker factory returns a per-thread callable that sends one request and raises on failure.
 WorkerFactory = Callable[[], Callable[[], None]]
 
@@ -82,14 +84,14 @@ def run_load(
 def bench_arguments(
     description: str | None, name: str, seconds: float | None = 5.0
 ) -> argparse.ArgumentParser:
-    """The options every benchmark takes: --out (perf-results/<name>.json) and, unless
-    `seconds` is None, --seconds (each point's duration)."""
+    """The options every benchmark takes: --out (the repository's perf-results/<name>.json)
+    and, unless `seconds` is None, --seconds (each point's duration)."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     if seconds is not None:
         parser.add_argument("--seconds", type=float, default=seconds, help="duration of each point")
-    parser.add_argument("--out", default=f"perf-results/{name}.json")
+    parser.add_argument("--out", type=Path, default=RESULTS / f"{name}.json")
     return parser
 
 
