@@ -1,1 +1,1 @@
-"""cli."""
+"""`tfs-model-server`: tensorflow_model_server's flags and entry point."""
