@@ -105,6 +105,12 @@ def rest_worker(
     return factory
 
 
+def model_dir(dest: Path) -> Path:
+    """`dest` as SageMaker unpacks a model: MODEL (half_plus_three), version 1."""
+    em.half_plus_three_tf1(dest / MODEL, versions=(1,))
+    return dest
+
+
 def preflight(port: int, path: str) -> None:
     """One request with the answer checked, so a broken endpoint fails before any load."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -185,11 +191,10 @@ def main() -> None:
     print("-" * len(HEADER))
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        model_dir = root / "model"
-        em.half_plus_three_tf1(model_dir / MODEL, versions=(1,))
+        models = model_dir(root / "model")
         stack_tmp = root / "stack"
         stack_tmp.mkdir()
-        report.update(bench(model_dir, stack_tmp, args.seconds))
+        report.update(bench(models, stack_tmp, args.seconds))
     by_c = {p["concurrency"]: p for p in report["points"]}
     report["ratio_c16"] = by_c[16]["ratio_rps"]
     failed = {

@@ -25,8 +25,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
-import example_models as em
-from bench_container import MODEL, preflight
+from bench_container import MODEL, model_dir, preflight
 from bench_python_service import measure
 from conftest import serve_stack
 from loadgen import bench_arguments, new_report, write_report
@@ -55,10 +54,9 @@ def main() -> None:
     report = new_report()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        single = tmp / "single"
-        em.half_plus_three_tf1(single / MODEL, versions=(1,))
+        single = model_dir(tmp / "single")
         multi = tmp / "multi"
-        em.half_plus_three_tf1(multi / "m" / "model" / MODEL, versions=(1,))
+        model_dir(multi / "m" / "model")
         (tmp / "run-multi").mkdir()
         (tmp / "run-single").mkdir()
         env = {"SAGEMAKER_MULTI_MODEL": "true"}

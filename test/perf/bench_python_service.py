@@ -17,12 +17,12 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
-import example_models as em
 from bench_container import (
     BODY,
     MODEL,
     WARMUP_REQUESTS,
     Failures,
+    model_dir,
     preflight,
     rest_worker,
 )
@@ -79,10 +79,8 @@ def main() -> None:
     report = new_report()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        fast = tmp / "fast"
-        em.half_plus_three_tf1(fast / MODEL, versions=(1,))
-        handler = tmp / "handler"
-        em.half_plus_three_tf1(handler / MODEL, versions=(1,))
+        fast = model_dir(tmp / "fast")
+        handler = model_dir(tmp / "handler")
         (handler / "code").mkdir()
         (handler / "code" / "inference.py").write_text(PASS_THROUGH)
         (tmp / "run-fast").mkdir()
