@@ -215,7 +215,7 @@ class RestApi:
             row_format.append(row)
             return tensors
 
-        with self.plane.manager.servable(ref.name, ref.version, ref.label) as servable:
+        with self.plane.held(ref) as servable:
             if signature_name not in servable.signatures:
                 raise invalid_argument(
                     f'Serving signature name: "{signature_name}" not found in signature def'
