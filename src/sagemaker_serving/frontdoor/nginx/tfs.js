@@ -181,9 +181,10 @@ function protectSpecialTokens(text) {
     return out.join('');
 }
 
-function allNumbers(list) {
+// true when every item of `list` is of `type` ('number', 'string', ...)
+function allOfType(list, type) {
     for (var i = 0; i < list.length; i++) {
-        if (typeof list[i] !== 'number') {
+        if (typeof list[i] !== type) {
             return false;
         }
     }
@@ -275,7 +276,7 @@ function csvBody(text, key) {
     var width = scalar ? 1 : values[0].length;
     for (var r = 0; r < values.length; r++) {
         var row = values[r];
-        if (scalar ? typeof row !== 'number' : row.length !== width || !allNumbers(row)) {
+        if (scalar ? typeof row !== 'number' : row.length !== width || !allOfType(row, 'number')) {
             return null;
         }
     }
@@ -636,15 +637,6 @@ function csvLine(row) {
     return line.length ? line : '""';  // a blank line would be no row at all
 }
 
-function plainRows(rows) {
-    for (var i = 0; i < rows.length; i++) {
-        if (typeof rows[i] !== 'string') {
-            return false;
-        }
-    }
-    return true;
-}
-
 // CSV rows of numbers (and true/false) at once: their brackets and spaces go in one pass
 // (null when some row is not such, or would be empty).
 function numericCsv(rows) {
@@ -670,7 +662,7 @@ function convertResponse(text, type) {
     if (!rows.length) {
         return '';
     }
-    var plain = plainRows(rows);
+    var plain = allOfType(rows, 'string');
     if (plain && type !== 'text/csv') {
         return rows.join('\n') + '\n';
     }
