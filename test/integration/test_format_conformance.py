@@ -48,12 +48,13 @@ MODEL_ERRORS: dict[str, dict[str, str]] = {}
 def model_dir(tmp_path_factory) -> Path:
     import example_models as em
 
-    root = tmp_path_factory.mktemp("conformance_models")
-    em.half_plus_three_tf1(root / "half_plus_three")
-    em.string_input(root / "strings")
-    em.example_input(root / "examples")
-    em.output_formats(root / "formats")
-    return root
+    folders = {
+        "half_plus_three": "half_plus_three",
+        "strings": "string_input",
+        "examples": "example_input",
+        "formats": "formats",
+    }
+    return em.build_models(tmp_path_factory.mktemp("conformance_models"), folders)
 
 
 def _user_code_dir(model_dir: Path, tmp: Path) -> Path:
