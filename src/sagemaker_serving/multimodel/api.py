@@ -1,33 +1,26 @@
 """The multi-model HTTP API on the Python service: /models, /models/<name>, .../invoke.
 
-Thin falcon resources over MultiModelManager; each model's handlers come from its own code/
-(inference.py, lib/, requirements.txt installed at load) or else the universal code dir.
+Thin falcon resources over MultiModelManager; each model's handlers come from ModelCode.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shutil
-import threading
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import falcon
 import orjson
 
-from sagemaker_serving.multimodel.manager import LoadedModel, MultiModelError, MultiModelManager
-from sagemaker_serving.service.user_code import (
-    Handlers,
-    RequirementsTimeout,
-    UserCodeError,
-    code_paths,
-    has_user_code,
-    install_requirements,
-    load_handlers,
+from sagemaker_serving.multimodel.code import ModelCode
+from sagemaker_serving.multimodel.errors import MultiModelError
+from sagemaker_serving.multimodel.manager import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    MultiModelManager,
 )
+from sagemaker_serving.multimodel.registry import LoadedModel
 
 if TYPE_CHECKING:
     from sagemaker_serving.service.invocations import Invocations
@@ -51,67 +44,6 @@ def _ok(resp: falcon.Response, doc: dict) -> None:
 
 def _description(model: LoadedModel) -> dict:
     return {"modelName": model.name, "modelUrl": model.url}
-
-
-class ModelCode:
-    """Per-model handlers in this worker, imported on first use and cached."""
-
-    def __init__(
-        self,
-        universal_dir: Path | None,
-        universal_paths: list[str],
-        packages_root: Path,
-        timeout: float,
-    ) -> None:
-        self.universal_dir = universal_dir
-        self.universal_paths = universal_paths  # its code/, lib and requirements (at start)
-        self.packages_root = packages_root
-        self.timeout = timeout
-        self._cache: dict[tuple[str, str], Handlers] = {}
-        self._lock = threading.Lock()
-
-    def code_dir(self, model: LoadedModel) -> Path | None:
-        if has_user_code(model.code_dir):
-            return model.code_dir
-        if self.universal_dir is not None and has_user_code(self.universal_dir):
-            return self.universal_dir
-        return None
-
-    def install(self, model: LoadedModel, deadline: float) -> None:
-        """The model's own requirements.txt, into a directory of its own, before the load
-        goes on (MultiModelManager.load's `prepare`): 400 when pip fails, 504 past the
-        deadline."""
-        target = self.packages_root / model.internal_name
-        try:
-            install_requirements(model.code_dir, target, max(1.0, deadline - time.monotonic()))
-        except UserCodeError as exc:
-            shutil.rmtree(target, ignore_errors=True)
-            status = 504 if isinstance(exc, RequirementsTimeout) else 400
-            raise MultiModelError(f"Model {model.name}: {exc}", status) from None
-
-    def handlers(self, model: LoadedModel) -> Handlers:
-        key = (model.internal_name, model.url)
-        with self._lock:
-            if key not in self._cache:
-                self._cache[key] = self._load(model)
-            return self._cache[key]
-
-    def _load(self, model: LoadedModel) -> Handlers:
-        code_dir = self.code_dir(model)
-        if code_dir is None:
-            return Handlers()
-        if code_dir == self.universal_dir:
-            paths = self.universal_paths
-        else:
-            installed = self.packages_root / model.internal_name
-            paths = code_paths(code_dir, installed if installed.is_dir() else None)
-        return load_handlers(
-            code_dir, module_name=f"inference_{model.internal_name}", paths=paths, keep=False
-        )
-
-    def forget(self, model: LoadedModel) -> None:
-        with self._lock:
-            self._cache.pop((model.internal_name, model.url), None)
 
 
 class ModelsResource:
@@ -196,8 +128,6 @@ class ModelSink:
 
 
 def _limit(text: str | None) -> int:
-    from sagemaker_serving.multimodel.manager import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
-
     if text is None or text == "":
         return DEFAULT_PAGE_SIZE
     if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE_SIZE:
@@ -216,9 +146,9 @@ def _load_request(req: falcon.Request) -> tuple[str, str]:
             raise MultiModelError(f"The request body is not valid JSON: {exc}", 400) from None
     if not isinstance(doc, dict):
         raise MultiModelError('Expected a JSON object {"model_name": ..., "url": ...}', 400)
-    query = parse_qs(urlsplit(req.env.get("RAW_URI") or req.relative_uri).query)
-    name = doc.get("model_name", (query.get("model_name") or [None])[0])
-    url = doc.get("url", (query.get("url") or [None])[0])
+    query = parse_qs(req.query_string)
+    name = doc.get("model_name", _first(query.get("model_name")))
+    url = doc.get("url", _first(query.get("url")))
     if name is None or url is None:
         missing = ", ".join(k for k, v in (("model_name", name), ("url", url)) if v is None)
         raise MultiModelError(f"Missing {missing} in the load request", 400)
@@ -227,4 +157,8 @@ def _load_request(req: falcon.Request) -> tuple[str, str]:
     return name, url
 
 
-__all__ = ["ModelCode", "ModelSink", "ModelsResource"]
+def _first(values: list[str] | None) -> str | None:
+    return values[0] if values else None
+
+
+__all__ = ["ModelSink", "ModelsResource"]

@@ -1,8 +1,6 @@
 """Multi-model endpoints: load, list, get and unload models on the running model servers.
 
-What is loaded lives in one JSON file (`models.json` in the state directory), changed only
-under an exclusive file lock, so every gunicorn worker sees one consistent list; serve marks
-it stale, without the lock, when a model server dies. A load or unload sends the whole new
+What is loaded lives in the registry (registry.py). A load or unload sends the whole new
 model list to every model server instance (HandleReloadConfigRequest) and answers once the
 versions are AVAILABLE, or gone; a failed or timed-out load is taken back out of every
 instance before the error is answered.
@@ -10,17 +8,10 @@ instance before the error is answered.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import hashlib
-import json
 import logging
-import os
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -28,142 +19,47 @@ import psutil
 from sagemaker_serving.config.model_discovery import Model, find_model
 from sagemaker_serving.config.tfs_config import model_server_config
 from sagemaker_serving.errors import StatusError
+from sagemaker_serving.multimodel.errors import (
+    MultiModelError,
+    already_loaded,
+    as_multi_model_error,
+    no_base_path,
+    not_loaded,
+)
+from sagemaker_serving.multimodel.registry import LoadedModel, Registry, internal_name
+from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.errors import ModelServerError
-from sagemaker_serving.tfs_client.rest import ModelServerClient
+from sagemaker_serving.tfs_client.health import all_available
+
+__all__ = ["LoadedModel", "MultiModelError", "MultiModelManager", "Registry", "check_name"]
 
 log = logging.getLogger(__name__)
 
 MEMORY_FACTOR = 2.0  # loaded size / size on disk, a rough upper bound for SavedModels
 MAX_NAME_LENGTH = 1024
-LOCK_WAIT_SECONDS = 600.0
 ROLLBACK_SECONDS = 30.0  # per instance, to take a failed load back out
+POLL_SECONDS = 0.05  # between model status requests while a load or unload goes on
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 
 
-class MultiModelError(StatusError):
-    """A load/unload/get answer other than 200: status and message for the JSON body."""
-
-
-@dataclass(frozen=True)
-class LoadedModel:
-    """A model SageMaker loaded: its opaque name, url, and what the model servers call it."""
-
-    name: str
-    url: str
-    internal_name: str
-    base_path: str
-    versions: tuple[int, ...]
-
-    def as_model(self) -> Model:
-        return Model(self.internal_name, Path(self.base_path), self.versions)
-
-    @property
-    def code_dir(self) -> Path:
-        """The model's own code/ (inference.py, requirements.txt, lib/), if it has one."""
-        return Path(self.url) / "code"
-
-
-def internal_name(name: str) -> str:
-    """A model server name for any string SageMaker sends (names are opaque)."""
-    return "mme-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-class Registry:
-    """The loaded models, in a JSON file shared by every process; writes under a lock.
-
-    The file is stamped with the registry's generation: `invalidate` (serve, when a model
-    server dies) starts a new one without taking the lock, and from then on every model
-    written under an older generation counts as unloaded.
-    """
-
-    def __init__(self, state_dir: Path) -> None:
-        self.path = state_dir / "models.json"
-        self.lock_path = state_dir / "models.lock"
-        self.generation_path = state_dir / "generation"
-
-    @contextlib.contextmanager
-    def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise MultiModelError(
-                            "Another load or unload is still running; try again", 503
-                        ) from None
-                    time.sleep(0.02)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
-
-    def generation(self) -> str:
-        try:
-            return self.generation_path.read_text()
-        except FileNotFoundError:
-            return ""
-
-    def invalidate(self) -> None:
-        """Every model counts as unloaded from now on. Takes no lock, so it never waits; the
-        next load or unload sends the model servers the list without the old models."""
-        _replace(self.generation_path, uuid.uuid4().hex)
-
-    def snapshot(self) -> tuple[dict[str, LoadedModel], str]:
-        """The models of the current generation, and that generation (for `write`)."""
-        generation = self.generation()
-        try:
-            doc = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}, generation
-        if doc.get("generation", "") != generation:
-            return {}, generation
-        models = {
-            item["name"]: LoadedModel(**{**item, "versions": tuple(item["versions"])})
-            for item in doc["models"]
-        }
-        return models, generation
-
-    def read(self) -> dict[str, LoadedModel]:
-        return self.snapshot()[0]
-
-    def write(self, models: dict[str, LoadedModel], generation: str) -> None:
-        """Replace the file atomically (readers never see half of it); hold the lock.
-        `generation`: the one the change was based on (a model server death since then
-        leaves the file stale, so the change counts as lost, as it is on that server)."""
-        doc = {"generation": generation, "models": [asdict(m) for m in models.values()]}
-        _replace(self.path, json.dumps(doc))
-
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
+@dataclass
 class MultiModelManager:
     """The /models API over the registry and the model server instances."""
 
-    def __init__(
-        self,
-        registry: Registry,
-        client: ModelServerClient,
-        model_root: Path,
-        load_timeout_seconds: float,
-        memory_reserve_bytes: int,
-    ) -> None:
-        self.registry = registry
-        self.client = client
-        self.model_root = model_root.resolve()
-        self.load_timeout_seconds = load_timeout_seconds
-        self.memory_reserve_bytes = memory_reserve_bytes
+    registry: Registry
+    client: ModelServerClient
+    model_root: Path
+    load_timeout_seconds: float
+    memory_reserve_bytes: int
+    _seen: tuple[str, str] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.model_root = self.model_root.resolve()
 
     # ----- reads (no lock: the file is replaced atomically) ----------------------------------
     def get(self, name: str) -> LoadedModel:
-        model = self.registry.read().get(name)
+        model = self.current().get(name)
         if model is None:
             raise not_loaded(name)
         return model
@@ -175,10 +71,20 @@ class MultiModelManager:
             if not token.isdigit():
                 raise MultiModelError(f"Invalid next_page_token: {token!r}", 400)
             start = int(token)
-        models = sorted(self.registry.read().values(), key=lambda m: m.name)
+        models = sorted(self.current().values(), key=lambda m: m.name)
         chunk = models[start : start + limit]
         more = start + limit < len(models)
         return chunk, str(start + limit) if more else None
+
+    def current(self) -> dict[str, LoadedModel]:
+        """The loaded models; when the list changed since this process last looked (a load
+        or unload in any worker, a model server's death), what the client cached about the
+        models is dropped first."""
+        models, stamp = self.registry.read_stamped()
+        if stamp != self._seen:
+            self.client.clear()
+            self._seen = stamp
+        return models
 
     # ----- changes (under the lock) -----------------------------------------------------------
     def load(
@@ -192,7 +98,7 @@ class MultiModelManager:
         with self.registry.locked():
             models, generation = self.registry.snapshot()
             if name in models:
-                raise MultiModelError(f"Model {name} is already loaded.", 409)
+                raise already_loaded(name)
             found = find_model(base, internal_name(name))
             if found is None:
                 log.warning("load of %s: no SavedModel version under %s", name, url)
@@ -204,6 +110,7 @@ class MultiModelManager:
             deadline = time.monotonic() + self.load_timeout_seconds
             if prepare is not None:
                 prepare(model, deadline)
+            self.client.forget(model.internal_name)
             try:
                 self._apply([*models.values(), model], deadline)
                 self._wait(model, deadline, available=True)
@@ -225,11 +132,12 @@ class MultiModelManager:
                 raise not_loaded(name)
             deadline = time.monotonic() + self.load_timeout_seconds
             self.registry.write(models, generation)  # invocations see it gone from now on
+            self.client.forget(model.internal_name)
             try:
                 self._apply(list(models.values()), deadline)
                 self._wait(model, deadline, available=False)
             except ModelServerError as exc:
-                raise _as_multi_model_error(f"Unloading model {name}", exc) from None
+                raise as_multi_model_error(f"Unloading model {name}", exc) from None
         log.info("unloaded model %s (%s)", name, model.internal_name)
 
     # ----- helpers -----------------------------------------------------------------------------
@@ -273,29 +181,25 @@ class MultiModelManager:
 
     def _apply(self, models: Sequence[LoadedModel], deadline: float) -> None:
         """Send the model list to every model server instance (each waits for its loads)."""
-        config = self._config(models)
+        config = _config(models)
         for index in range(len(self.client.grpc_ports)):
             self._apply_to(index, config, deadline)
 
     def _take_back(self, models: Sequence[LoadedModel]) -> None:
         """After a failed load: every instance gets the list without it, each within its own
         deadline (one that does not answer is logged; it cannot hold up the others)."""
-        config = self._config(models)
+        config = _config(models)
         for index in range(len(self.client.grpc_ports)):
             try:
                 self._apply_to(index, config, time.monotonic() + ROLLBACK_SECONDS)
             except MultiModelError as exc:
                 log.error("model server %d did not take the model back out: %s", index, exc)
 
-    @staticmethod
-    def _config(models: Sequence[LoadedModel]) -> bytes:
-        return model_server_config([m.as_model() for m in models]).SerializeToString()
-
     def _apply_to(self, index: int, config: bytes, deadline: float) -> None:
         try:
-            message = self.client.reload_config(index, config, deadline)
+            message = self.client.grpc.reload_config(index, config, deadline)
         except ModelServerError as exc:
-            raise _as_multi_model_error("The model server did not apply the models", exc) from None
+            raise as_multi_model_error("The model server did not apply the models", exc) from None
         if message is not None:
             status = 507 if "RESOURCE_EXHAUSTED" in message or "memory" in message else 500
             raise MultiModelError(f"The model server could not load the model: {message}", status)
@@ -305,9 +209,9 @@ class MultiModelManager:
         pending = set(range(len(self.client.rest_ports)))
         while pending:
             for index in sorted(pending):
-                states = self.client.version_states(index, model.internal_name, deadline)
+                states = self.client.rest.version_states(index, model.internal_name, deadline)
                 done = (
-                    all(states.get(v) == "AVAILABLE" for v in model.versions)
+                    all_available(states, model.versions)
                     if available
                     else all(state == "END" for state in states.values())
                 )
@@ -321,35 +225,23 @@ class MultiModelManager:
                     f"Model {model.name} did not {what} within {self.load_timeout_seconds:g}s",
                     504 if available else 500,
                 )
-            time.sleep(0.05)
+            time.sleep(POLL_SECONDS)
 
 
-def not_loaded(name: str) -> MultiModelError:
-    """404 for a model that is not loaded, in the AWS container's words."""
-    return MultiModelError(f"Model {name} is not loaded yet.", 404)
-
-
-def no_base_path(url: str, name: str) -> MultiModelError:
-    """404 for a load whose url holds no SavedModel version, in the AWS container's words."""
-    return MultiModelError(f"Could not find valid base path {url} for servable {name}", 404)
-
-
-def _as_multi_model_error(what: str, exc: StatusError) -> MultiModelError:
-    """A model server call's failure (503 down, 504 past the deadline, ...) as ours."""
-    if isinstance(exc, MultiModelError):
-        return exc
-    return MultiModelError(f"{what}: {exc.message}", exc.status if exc.status >= 500 else 500)
+def _config(models: Sequence[LoadedModel]) -> bytes:
+    return model_server_config([m.as_model() for m in models]).SerializeToString()
 
 
 def _load_error(name: str, exc: Exception) -> MultiModelError:
     """Why a load failed, for the JSON answer (504 when it ran past its deadline)."""
     if isinstance(exc, StatusError):
-        return _as_multi_model_error(f"Model {name} could not be loaded", exc)
+        return as_multi_model_error(f"Model {name} could not be loaded", exc)
     log.error("loading model %s failed", name, exc_info=exc)
     return MultiModelError(f"Model {name} could not be loaded: {type(exc).__name__}: {exc}", 500)
 
 
 def check_name(name: object) -> None:
+    """A model_name any load may use: 400 for an empty, overlong or path-leaving one."""
     if not isinstance(name, str) or not name or len(name) > MAX_NAME_LENGTH:
         raise MultiModelError(
             f"model_name must be a non-empty string of at most {MAX_NAME_LENGTH} characters", 400

@@ -70,7 +70,7 @@ def _http_error(req: falcon.Request, resp: falcon.Response, ex: Exception, param
     json_error(
         resp, ex.status_code, ex.description or ex.title, req.get_header("X-Request-Id") or ""
     )
-    for name, value in (ex.headers or {}).items():
+    for name, value in dict(ex.headers or {}).items():
         if name.lower() == "allow":  # falcon lists OPTIONS, which every route refuses
             value = ", ".join(m for m in value.split(", ") if m != "OPTIONS")
         resp.set_header(name, value)
@@ -131,9 +131,13 @@ def guarded(app: Callable, token: str) -> Callable:
     return wsgi
 
 
-def _add_multi_model_routes(app: falcon.App, config: ServiceConfig, invocations: Invocations):
-    from sagemaker_serving.multimodel.api import ModelCode, ModelSink, ModelsResource
-    from sagemaker_serving.multimodel.manager import MultiModelManager, Registry
+def _add_multi_model_routes(
+    app: falcon.App, config: ServiceConfig, invocations: Invocations
+) -> None:
+    from sagemaker_serving.multimodel.api import ModelSink, ModelsResource
+    from sagemaker_serving.multimodel.code import ModelCode
+    from sagemaker_serving.multimodel.manager import MultiModelManager
+    from sagemaker_serving.multimodel.registry import Registry
 
     state_dir = Path(config.state_dir)
     manager = MultiModelManager(

@@ -24,7 +24,7 @@ from sagemaker_serving.formats.signature import signature_inputs, signature_outp
 from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.service.handler_api import Context, HandlerError
 from sagemaker_serving.service.metrics import ServiceMetrics
-from sagemaker_serving.tfs_client.rest import ModelServerClient
+from sagemaker_serving.tfs_client.client import ModelServerClient
 
 __all__ = ["BuiltinFormats", "default_input_handler", "default_output_handler"]
 
@@ -47,9 +47,7 @@ class BuiltinFormats:
         finally:
             _ACTIVE.reset(token)
 
-    def request(
-        self, data: Any, context: Context, tensors: bool
-    ) -> ModelRequest | TensorRequest:
+    def request(self, data: Any, context: Context, tensors: bool) -> ModelRequest | TensorRequest:
         """The client's payload as a TF Serving REST request, or (`tensors`) as Predict
         tensors where the payload fits the model's input as it is. Raises PayloadError."""
         body = data.read()
@@ -91,7 +89,7 @@ class BuiltinFormats:
                 "default_input_handler from a handler the service runs"
             )
         model = context.model_name or context.default_model_name
-        return self.client.metadata(model, context.deadline)
+        return self.client.metadata(model, context.model_version, context.deadline)
 
     def _records(self, count: int | None) -> None:
         if self.metrics is not None:

@@ -23,7 +23,7 @@ from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.routing import Route, parse_route
 from sagemaker_serving.service.user_code import Handlers
 from sagemaker_serving.tfs_client import wire as tfs_wire
-from sagemaker_serving.tfs_client.rest import ModelServerClient
+from sagemaker_serving.tfs_client.client import ModelServerClient
 
 log = logging.getLogger("sagemaker_serving.service")
 
@@ -133,9 +133,9 @@ class Invocations:
             model_name=route.model_given,
             model_version=route.version,
             method=route.method_given,
-            rest_uri=self.client.rest_uri(index, route.path()),
-            grpc_port=self.config.grpc_ports[index],
-            channel=self.client.channel(index),
+            rest_uri=self.client.rest.uri(index, route.path()),
+            grpc_port=self.client.grpc_ports[index],
+            channel=self.client.grpc.channel(index),
             custom_attributes=req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
             request_content_type=req.get_header("Content-Type") or "application/json",
             accept_header=req.get_header("Accept") or "application/json",
@@ -166,7 +166,9 @@ class Invocations:
                 outputs = self._tensor_predict(request, context)
             else:
                 body = request.body if isinstance(request, ModelRequest) else request
-                response = self.client.request("POST", context.rest_uri, body, context.deadline)
+                response = self.client.rest.request(
+                    "POST", context.rest_uri, body, context.deadline
+                )
         with self.metrics.stage("output_handler"):
             if isinstance(request, TensorRequest):
                 return self.formats.tensor_answer(outputs, context)
@@ -183,7 +185,7 @@ class Invocations:
             context.model_name or context.default_model_name, version, None, request.inputs
         )
         index = self.client.grpc_ports.index(context.grpc_port)
-        return tfs_wire.predict_outputs(self.client.predict(index, wire, context.deadline))
+        return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))
 
     def _result(self, result: Any, context: Context) -> tuple[bytes, str]:
         if isinstance(result, tuple) and len(result) == 2:

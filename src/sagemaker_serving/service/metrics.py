@@ -4,6 +4,7 @@ PROMETHEUS_MULTIPROC_DIR is set, which serve does)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
 import os
@@ -15,6 +16,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 RECORD_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+REQUEST_LABELS = ("route", "status", "model")
+REQUESTS_HELP = "Requests handled by the Python service"
+LATENCY_HELP = "Time in the Python service per request"
+STAGES_HELP = "Time per stage: input_handler, model_server, output_handler (or handler)"
+RECORDS_HELP = "Records (instances, lines, rows, TFRecords) per request with a built-in format"
 
 
 MAX_MODEL_LABELS = 100  # distinct model label values per process; then OTHER_MODELS
@@ -59,32 +65,15 @@ class ServiceMetrics:
     def __init__(self) -> None:
         self._models: set[str] = set()
         self._models_lock = threading.Lock()
-        self.registry = CollectorRegistry()
+        registry = self.registry = CollectorRegistry()
+        timing = functools.partial(Histogram, buckets=LATENCY_BUCKETS, registry=registry)
         self.requests = Counter(
-            "sagemaker_requests",
-            "Requests handled by the Python service",
-            ["route", "status", "model"],
-            registry=self.registry,
+            "sagemaker_requests", REQUESTS_HELP, REQUEST_LABELS, registry=registry
         )
-        self.latency = Histogram(
-            "sagemaker_request_duration_seconds",
-            "Time in the Python service per request",
-            ["route"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
-        self.stages = Histogram(
-            "sagemaker_stage_duration_seconds",
-            "Time per stage: input_handler, model_server, output_handler (or handler)",
-            ["stage"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
+        self.latency = timing("sagemaker_request_duration_seconds", LATENCY_HELP, ["route"])
+        self.stages = timing("sagemaker_stage_duration_seconds", STAGES_HELP, ["stage"])
         self.records_per_request = Histogram(
-            "sagemaker_request_records",
-            "Records (instances, lines, rows, TFRecords) per request with a built-in format",
-            buckets=RECORD_BUCKETS,
-            registry=self.registry,
+            "sagemaker_request_records", RECORDS_HELP, buckets=RECORD_BUCKETS, registry=registry
         )
 
     def model_label(self, model: str) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from sagemaker_serving.config.settings import MODEL_NAME_PATTERN
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.media import client_text
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 VERSION = re.compile(r"[0-9]{1,19}")
 METHODS = ("predict", "classify", "regress")
 
@@ -29,8 +30,8 @@ class Route:
         return f"/v1/models/{self.model}{version}:{self.method}"
 
 
-_RULES = {
-    "tfs-model-name": (NAME.fullmatch, 'letters, digits, ".", "_" or "-"'),
+_RULES: dict[str, tuple[Callable[[str], object], str]] = {
+    "tfs-model-name": (MODEL_NAME_PATTERN.fullmatch, 'letters, digits, ".", "_" or "-"'),
     "tfs-model-version": (VERSION.fullmatch, "a non-negative integer"),
     "tfs-method": (METHODS.__contains__, "predict, classify or regress"),
 }

@@ -1,39 +1,72 @@
-"""Ask a model server (TF Serving REST API) whether every version of a model is AVAILABLE."""
+"""Is a model server up, and is a model AVAILABLE on it: the one home of both questions.
+
+`version_states` reads TF Serving's model status answer (GET /v1/models/<model>) and
+`all_available` decides on it; serve's start-up probe (`model_available`) and the multi-model
+manager (waiting for a load) both ask through them.
+"""
 
 from __future__ import annotations
 
 import http.client
 import json
+from collections.abc import Collection, Mapping
 
 PROMETHEUS_PATH = "/monitoring/prometheus/metrics"  # enabled on every instance serve starts
+AVAILABLE = "AVAILABLE"
+
+
+def version_states(status: bytes | str) -> dict[int, str]:
+    """{version: state} from a model status answer (`{"model_version_status": [...]}`)."""
+    items = json.loads(status).get("model_version_status", [])
+    return {int(item["version"]): item["state"] for item in items}
+
+
+def all_available(states: Mapping[int, str], versions: Collection[int] | None = None) -> bool:
+    """True when each of `versions` (default: every version listed) is AVAILABLE; False when
+    there is none to ask about."""
+    wanted = states.keys() if versions is None else versions
+    return bool(wanted) and all(states.get(version) == AVAILABLE for version in wanted)
+
+
+def get(
+    conn: http.client.HTTPConnection, path: str, headers: Mapping[str, str] | None = None
+) -> tuple[int, bytes] | None:
+    """GET `path` on `conn` (closed after): (status, body), or None when nothing answered."""
+    try:
+        conn.request("GET", path, headers=dict(headers or {}))
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def answers_ok(
+    conn: http.client.HTTPConnection, path: str, headers: Mapping[str, str] | None = None
+) -> bool:
+    """True when GET `path` on `conn` answers 200 (a probe; the connection is closed after)."""
+    reply = get(conn, path, headers)
+    return reply is not None and reply[0] == 200
 
 
 def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
     """True when GET /v1/models/<model> lists versions that are all AVAILABLE."""
     conn = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout)
-    try:
-        conn.request("GET", f"/v1/models/{model}")
-        reply = conn.getresponse()
-        body = reply.read()
-        if reply.status != 200:
-            return False
-        versions = json.loads(body).get("model_version_status", [])
-        return bool(versions) and all(v.get("state") == "AVAILABLE" for v in versions)
-    except (OSError, ValueError, http.client.HTTPException):
+    reply = get(conn, model_path(model))
+    if reply is None or reply[0] != 200:
         return False
-    finally:
-        conn.close()
+    try:
+        return all_available(version_states(reply[1]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False
 
 
 def instance_up(rest_port: int, timeout: float = 2.0, path: str = PROMETHEUS_PATH) -> bool:
     """True when the model server answers its Prometheus endpoint (it needs no model)."""
-    conn = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        reply = conn.getresponse()
-        reply.read()
-        return reply.status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
+    return answers_ok(http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout), path)
+
+
+def model_path(model: str) -> str:
+    """The REST path of a model's status."""
+    return f"/v1/models/{model}"

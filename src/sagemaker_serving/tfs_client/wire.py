@@ -24,6 +24,15 @@ _F = descriptor_pb2.FieldDescriptorProto
 _OPTIONAL, _REPEATED = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
 _PACKAGE = "sagemaker_serving.wire"
 
+# TensorProto's repeated value fields: (field, number, type)
+_TENSOR_VALUES = [
+    ("float_val", 5, _F.TYPE_FLOAT), ("double_val", 6, _F.TYPE_DOUBLE),
+    ("int_val", 7, _F.TYPE_INT32), ("string_val", 8, _F.TYPE_BYTES),
+    ("scomplex_val", 9, _F.TYPE_FLOAT), ("int64_val", 10, _F.TYPE_INT64),
+    ("bool_val", 11, _F.TYPE_BOOL), ("dcomplex_val", 12, _F.TYPE_DOUBLE),
+    ("half_val", 13, _F.TYPE_INT32), ("uint32_val", 16, _F.TYPE_UINT32),
+    ("uint64_val", 17, _F.TYPE_UINT64),
+]  # fmt: skip
 # message -> [(field, number, type, label, message type)]; `kind` fields form a oneof
 _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     "BytesList": [("value", 1, _F.TYPE_BYTES, _REPEATED, None)],
@@ -58,17 +67,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("tensor_shape", 2, _F.TYPE_MESSAGE, _OPTIONAL, "TensorShapeProto"),
         ("version_number", 3, _F.TYPE_INT32, _OPTIONAL, None),
         ("tensor_content", 4, _F.TYPE_BYTES, _OPTIONAL, None),
-        ("float_val", 5, _F.TYPE_FLOAT, _REPEATED, None),
-        ("double_val", 6, _F.TYPE_DOUBLE, _REPEATED, None),
-        ("int_val", 7, _F.TYPE_INT32, _REPEATED, None),
-        ("string_val", 8, _F.TYPE_BYTES, _REPEATED, None),
-        ("scomplex_val", 9, _F.TYPE_FLOAT, _REPEATED, None),
-        ("int64_val", 10, _F.TYPE_INT64, _REPEATED, None),
-        ("bool_val", 11, _F.TYPE_BOOL, _REPEATED, None),
-        ("dcomplex_val", 12, _F.TYPE_DOUBLE, _REPEATED, None),
-        ("half_val", 13, _F.TYPE_INT32, _REPEATED, None),
-        ("uint32_val", 16, _F.TYPE_UINT32, _REPEATED, None),
-        ("uint64_val", 17, _F.TYPE_UINT64, _REPEATED, None),
+        *[(name, number, kind, _REPEATED, None) for name, number, kind in _TENSOR_VALUES],
     ],
     "ModelSpec": [
         ("name", 1, _F.TYPE_STRING, _OPTIONAL, None),

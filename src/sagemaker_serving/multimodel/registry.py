@@ -1,0 +1,141 @@
+"""The loaded models of a multi-model endpoint: one JSON file every process shares.
+
+`models.json` in the state directory is changed only under an exclusive file lock and
+replaced atomically, so every gunicorn worker reads one consistent list without the lock;
+serve marks it stale, without the lock, when a model server dies (`invalidate`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sagemaker_serving.config.model_discovery import Model
+from sagemaker_serving.multimodel.errors import MultiModelError
+
+LOCK_WAIT_SECONDS = 600.0
+LOCK_POLL_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model SageMaker loaded: its opaque name, url, and what the model servers call it."""
+
+    name: str
+    url: str
+    internal_name: str
+    base_path: str
+    versions: tuple[int, ...]
+
+    def as_model(self) -> Model:
+        return Model(self.internal_name, Path(self.base_path), self.versions)
+
+    @property
+    def code_dir(self) -> Path:
+        """The model's own code/ (inference.py, requirements.txt, lib/), if it has one."""
+        return Path(self.url) / "code"
+
+
+def internal_name(name: str) -> str:
+    """A model server name for any string SageMaker sends (names are opaque)."""
+    return "mme-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class Registry:
+    """The loaded models, in a JSON file shared by every process; writes under a lock.
+
+    The file is stamped with the registry's generation: `invalidate` (serve, when a model
+    server dies) starts a new one without taking the lock, and from then on every model
+    written under an older generation counts as unloaded.
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / "models.json"
+        self.lock_path = state_dir / "models.lock"
+        self.generation_path = state_dir / "generation"
+
+    @contextlib.contextmanager
+    def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+        """Hold the lock every change takes (503 when another holds it past `wait_seconds`)."""
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + wait_seconds
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise MultiModelError(
+                            "Another load or unload is still running; try again", 503
+                        ) from None
+                    time.sleep(LOCK_POLL_SECONDS)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def generation(self) -> str:
+        try:
+            return self.generation_path.read_text()
+        except FileNotFoundError:
+            return ""
+
+    def invalidate(self) -> None:
+        """Every model counts as unloaded from now on. Takes no lock, so it never waits; the
+        next load or unload sends the model servers the list without the old models."""
+        _replace(self.generation_path, uuid.uuid4().hex)
+
+    def snapshot(self) -> tuple[dict[str, LoadedModel], str]:
+        """The models of the current generation, and that generation (for `write`)."""
+        models, generation, _ = self._load()
+        return models, generation
+
+    def read(self) -> dict[str, LoadedModel]:
+        return self._load()[0]
+
+    def read_stamped(self) -> tuple[dict[str, LoadedModel], tuple[str, str]]:
+        """The models, and a stamp that changes whenever they may have: the id of the write
+        they come from, and the generation."""
+        models, generation, written = self._load()
+        return models, (written, generation)
+
+    def _load(self) -> tuple[dict[str, LoadedModel], str, str]:
+        generation = self.generation()
+        try:
+            doc = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}, generation, ""
+        written = doc.get("written", "")
+        if doc.get("generation", "") != generation:
+            return {}, generation, written
+        models = {
+            item["name"]: LoadedModel(**{**item, "versions": tuple(item["versions"])})
+            for item in doc["models"]
+        }
+        return models, generation, written
+
+    def write(self, models: dict[str, LoadedModel], generation: str) -> None:
+        """Replace the file atomically (readers never see half of it); hold the lock.
+        `generation`: the one the change was based on (a model server death since then
+        leaves the file stale, so the change counts as lost, as it is on that server)."""
+        doc = {
+            "generation": generation,
+            "written": uuid.uuid4().hex,
+            "models": [asdict(m) for m in models.values()],
+        }
+        _replace(self.path, json.dumps(doc))
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

@@ -1,0 +1,114 @@
+"""The model servers' gRPC API: a shared channel per instance, Predict and ReloadConfig.
+
+Failures raise ModelServerError with the status TF Serving's REST API answers for the gRPC
+code (503 ModelServerUnavailable, 504 ModelServerTimeout) and the model server's text.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sagemaker_serving.tfs_client.errors import (
+    ModelServerError,
+    ModelServerTimeout,
+    ModelServerUnavailable,
+)
+from sagemaker_serving.tfs_client.wire import (
+    PREDICT_METHOD,
+    RELOAD_CONFIG_METHOD,
+    ReloadConfigRequest,
+    ReloadConfigResponse,
+)
+
+MAX_MESSAGE_BYTES = 2**31 - 1
+_NOT_ANSWERED = "The request deadline passed before the model server answered"
+_NOT_ASKED = "The deadline passed before the model server was asked"
+
+
+class GrpcClient:
+    """gRPC to the model servers' gRPC ports; channels are made on first use, in this process
+    (a channel made before gunicorn forks would not work in the workers)."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        self.ports = list(ports)
+        self._channels: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._predict_calls: dict[int, Any] = {}
+
+    def channel(self, index: int) -> Any:
+        """The shared grpc.Channel to instance `index`."""
+        port = self.ports[index]
+        with self._lock:
+            if port not in self._channels:
+                import grpc
+
+                self._channels[port] = grpc.insecure_channel(
+                    f"127.0.0.1:{port}",
+                    options=[
+                        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    ],
+                )
+            return self._channels[port]
+
+    def predict(self, index: int, request: bytes, deadline: float) -> bytes:
+        """Predict on instance `index` with a serialized PredictRequest; the serialized
+        PredictResponse."""
+        call = self._predict_calls.get(index)
+        if call is None:
+            call = self._predict_calls[index] = self.channel(index).unary_unary(PREDICT_METHOD)
+        return _call(call, request, deadline, _NOT_ANSWERED)
+
+    def reload_config(self, index: int, config: bytes, deadline: float) -> str | None:
+        """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
+        the model server's error message, or None when it applied the config."""
+        call = self.channel(index).unary_unary(RELOAD_CONFIG_METHOD)
+        request = ReloadConfigRequest(config=config).SerializeToString()
+        reply = ReloadConfigResponse.FromString(_call(call, request, deadline, _NOT_ASKED))
+        return reply.status.error_message or None if reply.status.error_code else None
+
+
+def _call(call: Any, request: bytes, deadline: float, too_late: str) -> bytes:
+    """`call` within the deadline; `too_late`: the message when it has already passed."""
+    import grpc
+
+    timeout = deadline - time.monotonic()
+    if timeout <= 0:
+        raise ModelServerTimeout(too_late)
+    try:
+        return call(request, timeout=timeout, wait_for_ready=False)
+    except grpc.RpcError as exc:
+        raise grpc_error(exc) from None
+
+
+# gRPC status code name -> the HTTP status TF Serving's REST API answers for it
+_HTTP_STATUS = {
+    "CANCELLED": 499,
+    "INVALID_ARGUMENT": 400,
+    "DEADLINE_EXCEEDED": 504,
+    "NOT_FOUND": 404,
+    "ALREADY_EXISTS": 409,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 400,
+    "ABORTED": 409,
+    "OUT_OF_RANGE": 400,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "UNAUTHENTICATED": 401,
+}
+
+
+def grpc_error(exc: Any) -> ModelServerError:
+    """A grpc.RpcError as ModelServerError: TF Serving's REST status for its code, its text."""
+    code = exc.code()
+    name = code.name if code is not None else "UNKNOWN"
+    details = exc.details() or name
+    if name == "UNAVAILABLE":
+        return ModelServerUnavailable(f"The model server is unavailable: {details}")
+    if name == "DEADLINE_EXCEEDED":
+        return ModelServerTimeout("The model server did not answer before the request deadline")
+    return ModelServerError(details, _HTTP_STATUS.get(name, 500))
