@@ -1,45 +1,26 @@
-"""The falcon app of the Python service without servers: error bodies, OPTIONS, the run's
-secret, and what the multi-model API answers before it talks to a model server."""
+"""The falcon app of the Python service without a model server: /ping, /metrics, error
+bodies, OPTIONS, the run's secret, and what the multi-model API answers before it talks to
+a model server (with one: test_invocations.py, multimodel/test_api.py)."""
 
 from __future__ import annotations
 
-import socket
-
 import falcon
 import falcon.testing
-import orjson
 import pytest
 
-from sagemaker_serving.service import main as service_main
-from sagemaker_serving.service.app import TOKEN_HEADER, ServiceConfig, create_app, guarded
+from sagemaker_serving.service.app import TOKEN_HEADER, guarded
 
 TOKEN = "s3cret-token"
 
 
-def config(tmp_path, multi_model: bool = False) -> ServiceConfig:
-    (tmp_path / "state").mkdir(exist_ok=True)
-    (tmp_path / "models").mkdir(exist_ok=True)
-    return ServiceConfig(
-        code_dir=str(tmp_path / "code"),
-        default_model="m",
-        rest_ports=[1],
-        grpc_ports=[2],
-        request_timeout_seconds=5,
-        multi_model=multi_model,
-        model_root=str(tmp_path / "models"),
-        state_dir=str(tmp_path / "state"),
-        load_timeout_seconds=5,
-    )
+@pytest.fixture
+def client(make_app) -> falcon.testing.TestClient:
+    return make_app()
 
 
 @pytest.fixture
-def client(tmp_path) -> falcon.testing.TestClient:
-    return falcon.testing.TestClient(create_app(config(tmp_path)))
-
-
-@pytest.fixture
-def mme(tmp_path) -> falcon.testing.TestClient:
-    return falcon.testing.TestClient(create_app(config(tmp_path, multi_model=True)))
+def mme(make_app) -> falcon.testing.TestClient:
+    return make_app(multi_model=True)
 
 
 @pytest.mark.parametrize(
@@ -69,12 +50,21 @@ def test_other_unsupported_methods_are_405_json_without_options_in_allow(client)
     assert reply.headers["Allow"] == "POST"
 
 
-def test_an_unexpected_exception_is_a_json_500(tmp_path, monkeypatch):
+def test_ping_and_metrics(client):
+    assert client.simulate_get("/ping").status_code == 200
+    assert client.simulate_head("/ping").status_code == 200
+    client.simulate_post("/invocations", body=b"{}")  # counted, whatever it answers
+    reply = client.simulate_get("/metrics")
+    assert reply.status_code == 200 and reply.headers["Content-Type"].startswith("text/plain")
+    assert 'sagemaker_requests_total{model="half_plus_two",route="/invocations"' in reply.text
+
+
+def test_an_unexpected_exception_is_a_json_500(make_app, monkeypatch):
     def explode(self, req, resp):
         raise KeyError("boom")
 
     monkeypatch.setattr("sagemaker_serving.service.app.Ping.on_get", explode)
-    client = falcon.testing.TestClient(create_app(config(tmp_path)))
+    client = make_app()
     reply = client.simulate_get("/ping")
     assert reply.status_code == 500
     assert "KeyError" in reply.json["error"]
@@ -114,24 +104,3 @@ def test_requests_without_the_runs_secret_are_403_and_handlers_never_see_it(tmp_
     assert reply.status_code == 200
     assert "HTTP_X_OTHER" in seen
     assert not any("TOKEN" in key for key in seen)
-
-
-def test_gunicorn_error_pages_are_json():
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        service_main.write_json_error(ours, 431, "Request Header Fields Too Large", "too many")
-        reply = theirs.recv(65536)
-    head, _, body = reply.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 431 ")
-    assert b"Content-Type: application/json" in head
-    assert b"Content-Length: %d" % len(body) in head
-    assert orjson.loads(body) == {"error": "Request Header Fields Too Large: too many"}
-
-
-def test_json_errors_replaces_gunicorns_writer_for_every_worker_class(monkeypatch):
-    from gunicorn import util
-    from gunicorn.workers import base
-
-    monkeypatch.setattr(util, "write_error", util.write_error)
-    service_main.json_errors()
-    assert base.util.write_error is service_main.write_json_error

@@ -1,0 +1,30 @@
+"""The service under gunicorn: what gunicorn itself answers is JSON too."""
+
+from __future__ import annotations
+
+import socket
+
+import orjson
+
+from sagemaker_serving.service import main as service_main
+
+
+def test_gunicorn_error_pages_are_json():
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        service_main.write_json_error(ours, 431, "Request Header Fields Too Large", "too many")
+        reply = theirs.recv(65536)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431 ")
+    assert b"Content-Type: application/json" in head
+    assert b"Content-Length: %d" % len(body) in head
+    assert orjson.loads(body) == {"error": "Request Header Fields Too Large: too many"}
+
+
+def test_json_errors_replaces_gunicorns_writer_for_every_worker_class(monkeypatch):
+    from gunicorn import util
+    from gunicorn.workers import base
+
+    monkeypatch.setattr(util, "write_error", util.write_error)
+    service_main.json_errors()
+    assert base.util.write_error is service_main.write_json_error

@@ -1,0 +1,61 @@
+"""Is a model server up, is a model AVAILABLE: the answers' reading, and real servers."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+
+import pytest
+
+from sagemaker_serving.tfs_client import health
+
+
+def status(*items: tuple[str, str]) -> str:
+    return json.dumps(
+        {"model_version_status": [{"version": v, "state": s, "status": {}} for v, s in items]}
+    )
+
+
+def test_version_states_reads_tf_servings_status_answer():
+    assert health.version_states(status(("2", "AVAILABLE"), ("1", "END"))) == {
+        2: "AVAILABLE",
+        1: "END",
+    }
+    assert health.version_states(b"{}") == {}
+
+
+@pytest.mark.parametrize(
+    ("states", "versions", "expected"),
+    [
+        ({1: "AVAILABLE", 2: "AVAILABLE"}, None, True),
+        ({1: "AVAILABLE", 2: "LOADING"}, None, False),
+        ({}, None, False),
+        ({1: "AVAILABLE", 2: "LOADING"}, (1,), True),
+        ({1: "AVAILABLE"}, (1, 2), False),
+        ({1: "END"}, (1,), False),
+    ],
+)
+def test_all_available(states, versions, expected):
+    assert health.all_available(states, versions) is expected
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_model_available_on_a_real_model_server(tfs_server):
+    assert health.model_available(tfs_server.rest_port, "half_plus_three")
+    assert not health.model_available(tfs_server.rest_port, "no_such_model")
+    assert not health.model_available(closed_port(), "half_plus_three")
+
+
+def test_instance_up_and_answers_ok(tfs_server):
+    assert health.instance_up(tfs_server.rest_port, path="/v1/models/half_plus_two")
+    assert not health.instance_up(tfs_server.rest_port, path="/v1/models/no_such_model")
+    assert not health.instance_up(closed_port())
+    conn = http.client.HTTPConnection("127.0.0.1", tfs_server.rest_port, timeout=2)
+    assert health.get(conn, "/v1/models/no_such_model")[0] == 404  # type: ignore[index]
+    assert health.get(http.client.HTTPConnection("127.0.0.1", closed_port()), "/") is None

@@ -1,0 +1,283 @@
+"""RestClient against a real model server, and a tiny loopback HTTP server for what a model
+server seldom does (slow, huge, cut-off answers; closed keep-alive connections)."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import requests
+
+from sagemaker_serving.tfs_client.errors import (
+    ModelServerError,
+    ModelServerTimeout,
+    ModelServerUnavailable,
+)
+from sagemaker_serving.tfs_client.rest import RestClient
+
+BIG = b"7" * (32 << 20)
+
+
+def deadline(seconds: float = 10.0) -> float:
+    return time.monotonic() + seconds
+
+
+# ----- the real model server ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rest(tfs_server) -> Iterator[RestClient]:
+    client = RestClient([tfs_server.rest_port])
+    yield client
+    client.close()
+
+
+def test_an_answer_is_a_requests_response(rest):
+    uri = rest.uri(0, "/v1/models/half_plus_two:predict")
+    reply = rest.request("POST", uri, '{"instances": [1.0, 2.0, 5.0]}', deadline())
+    assert isinstance(reply, requests.Response)
+    assert reply.status_code == 200 and reply.ok and reply.reason == "OK"
+    assert reply.json() == {"predictions": [2.5, 3.0, 4.5]}
+    assert reply.text == reply.content.decode() and reply.encoding
+    assert reply.headers["content-type"] == "application/json"
+    assert reply.url == uri and reply.request.method == "POST"
+
+
+def test_an_error_answer_keeps_tf_servings_status_and_text(rest):
+    uri = rest.uri(0, "/v1/models/half_plus_two:predict")
+    reply = rest.request("POST", uri, b'{"instances": ["x"]}', deadline())
+    assert reply.status_code == 400
+    assert "not of expected type" in reply.json()["error"]
+
+
+def test_version_states_of_every_version_and_none_for_an_unknown_model(rest):
+    states = rest.version_states(0, "half_plus_three", deadline())
+    assert states == {123: "AVAILABLE", 124: "AVAILABLE"}
+    assert rest.version_states(0, "no_such_model", deadline()) == {}
+
+
+def test_metadata_is_per_version(rest):
+    latest = rest.metadata(0, "half_plus_three", None, deadline())
+    older = rest.metadata(0, "half_plus_three", "123", deadline())
+    assert latest["model_spec"]["version"] == "124"
+    assert older["model_spec"]["version"] == "123"
+    with pytest.raises(ModelServerError) as info:
+        rest.metadata(0, "half_plus_three", "7", deadline())
+    assert info.value.status == 404 and "half_plus_three" in info.value.message
+
+
+def test_a_port_nobody_listens_on_is_503():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, not listening: connections are refused
+        client = RestClient([port])
+        with pytest.raises(ModelServerUnavailable) as info:
+            client.request("GET", client.uri(0, "/v1/models/m"), None, deadline())
+    assert info.value.status == 503
+    assert info.value.message.startswith("The model server is unavailable: ")
+    assert "refused" in info.value.message
+
+
+def test_a_deadline_already_past_is_504_without_asking(rest):
+    with pytest.raises(ModelServerTimeout) as info:
+        rest.request("GET", rest.uri(0, "/v1/models/m"), None, time.monotonic() - 1)
+    assert info.value.status == 504 and "deadline passed" in info.value.message
+
+
+# ----- a tiny loopback server --------------------------------------------------------------
+
+Route = Callable[[http.server.BaseHTTPRequestHandler], None]
+
+
+class Loopback:
+    """A threading HTTP/1.1 server: `routes` by path; it counts requests and connections."""
+
+    def __init__(self, routes: dict[str, Route]) -> None:
+        self.routes = routes
+        self.requests: list[str] = []
+        self.connections: set[int] = set()
+        self.release = threading.Event()  # what slow answers wait for
+        loopback = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()  # headers and body go out at once, as from a model server
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def handle_one_request(self) -> None:
+                loopback.connections.add(self.client_address[1])
+                super().handle_one_request()
+
+            def do_GET(self) -> None:
+                loopback.requests.append(self.path)
+                loopback.routes[self.path.split("?")[0]](self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    def __enter__(self) -> Loopback:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def answer(body: bytes, status: int = 200, close: bool = False) -> Route:
+    def route(handler: http.server.BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        handler.rfile.read(length)
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+        handler.close_connection = close  # closed without saying so (no Connection: close)
+
+    return route
+
+
+def chunked(body: bytes, size: int) -> Route:
+    def route(handler: http.server.BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        for start in range(0, len(body), size):
+            part = body[start : start + size]
+            handler.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+        handler.wfile.write(b"0\r\n\r\n")
+
+    return route
+
+
+def slow(loopback: Loopback) -> Route:
+    def route(handler: http.server.BaseHTTPRequestHandler) -> None:
+        loopback.release.wait(30)
+
+    return route
+
+
+def hang_up(handler: http.server.BaseHTTPRequestHandler) -> None:
+    handler.close_connection = True  # reads the request, answers nothing
+
+
+def cut_short(handler: http.server.BaseHTTPRequestHandler) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    handler.wfile.write(b"x" * 10)
+    handler.close_connection = True
+
+
+METADATA = json.dumps({"model_spec": {"name": "m"}, "metadata": {}}).encode()
+
+
+@pytest.fixture
+def loopback() -> Iterator[Loopback]:
+    with Loopback({}) as server:
+        server.routes.update(
+            {
+                "/ok": answer(b'{"a": 1}'),
+                "/big": answer(BIG),
+                "/big-chunked": chunked(BIG, 1 << 20),
+                "/closing": answer(b"{}", close=True),
+                "/slow": slow(server),
+                "/hang-up": hang_up,
+                "/cut-short": cut_short,
+                "/v1/models/m/metadata": answer(METADATA),
+                "/v1/models/m/versions/2/metadata": answer(METADATA),
+                "/v1/models/gone/metadata": answer(b'{"error": "Servable not found"}', 404),
+                "/v1/models/text/metadata": answer(b"plain words", 500),
+            }
+        )
+        yield server
+
+
+def test_requests_reuse_one_kept_alive_connection(loopback):
+    client = RestClient([loopback.port])
+    for _ in range(20):
+        assert client.request("GET", client.uri(0, "/ok"), None, deadline()).json() == {"a": 1}
+    assert len(loopback.connections) == 1
+
+
+def test_a_connection_the_server_closed_is_replaced(loopback):
+    client = RestClient([loopback.port])
+    for _ in range(5):
+        reply = client.request("POST", client.uri(0, "/closing"), b"{}", deadline())
+        assert reply.status_code == 200
+    assert len(loopback.connections) == 5
+
+
+@pytest.mark.parametrize("path", ["/big", "/big-chunked"])
+def test_a_32_mib_answer_is_read_whole_and_fast(loopback, path):
+    client = RestClient([loopback.port])
+    started = time.monotonic()
+    reply = client.request("GET", client.uri(0, path), None, deadline(30))
+    elapsed = time.monotonic() - started
+    assert reply.content == BIG
+    assert elapsed < 0.6, f"{elapsed:.2f}s for 32 MiB"  # a buffer grown by += took 0.93 s
+
+
+def test_an_answer_past_the_deadline_is_504(loopback):
+    client = RestClient([loopback.port])
+    with pytest.raises(ModelServerTimeout) as info:
+        client.request("GET", client.uri(0, "/slow"), None, deadline(0.3))
+    assert info.value.status == 504
+    assert info.value.message == "The model server did not answer before the request deadline"
+
+
+@pytest.mark.parametrize("path", ["/hang-up", "/cut-short"])
+def test_a_connection_closed_before_the_whole_answer_is_503(loopback, path):
+    client = RestClient([loopback.port])
+    with pytest.raises(ModelServerUnavailable) as info:
+        client.request("GET", client.uri(0, path), None, deadline())
+    assert info.value.status == 503
+
+
+def test_metadata_is_cached_per_model_and_version_until_forgotten(loopback):
+    client = RestClient([loopback.port])
+    asked = lambda: [p for p in loopback.requests if p.endswith("/metadata")]  # noqa: E731
+    for _ in range(3):
+        assert client.metadata(0, "m", None, deadline())["model_spec"]["name"] == "m"
+        client.metadata(0, "m", "2", deadline())
+    assert asked() == ["/v1/models/m/metadata", "/v1/models/m/versions/2/metadata"]
+    client.forget("m")
+    client.metadata(0, "m", "2", deadline())
+    client.forget("other")
+    client.metadata(0, "m", "2", deadline())
+    assert len(asked()) == 3
+    client.clear()
+    client.metadata(0, "m", None, deadline())
+    assert len(asked()) == 4
+
+
+def test_metadata_errors_carry_tf_servings_status_and_text(loopback):
+    client = RestClient([loopback.port])
+    with pytest.raises(ModelServerError) as info:
+        client.metadata(0, "gone", None, deadline())
+    assert (info.value.status, info.value.message) == (404, "Servable not found")
+    with pytest.raises(ModelServerError) as info:
+        client.metadata(0, "text", None, deadline())
+    assert (info.value.status, info.value.message) == (500, "plain words")
+    client.metadata(0, "m", None, deadline())
+    with pytest.raises(ModelServerError):
+        client.metadata(0, "gone", None, deadline())  # errors are not cached
+    assert loopback.requests.count("/v1/models/gone/metadata") == 2
