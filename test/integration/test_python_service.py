@@ -77,6 +77,14 @@ def classic(tmp_path_factory):
         yield server
 
 
+def logged(server, *words: str, seconds: float = 10) -> None:
+    """Until the log holds every one of `words` (a worker writes it after answering), or the
+    deadline; the caller asserts."""
+    deadline = time.monotonic() + seconds
+    while not all(word in server.log() for word in words) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def post(server, body, content_type="application/json", accept=None, **headers):
     headers = {"Content-Type": content_type, **headers}
     if accept:
@@ -124,7 +132,7 @@ def test_handler_exception_is_500_json_and_logged(classic):
     doc = reply.json()
     assert doc["error"] == "ValueError: this handler failed on purpose"
     assert doc["request_id"] == reply.headers["X-Request-Id"]
-    time.sleep(0.5)
+    logged(classic, "Traceback", "this handler failed on purpose")
     assert "this handler failed on purpose" in classic.log()
     assert "Traceback" in classic.log()
 
