@@ -22,6 +22,7 @@ from sagemaker_serving.tfs_client.wire import (
     ReloadConfigRequest,
     ReloadConfigResponse,
 )
+from tfs_rest_json.status_codes import http_status
 
 MAX_MESSAGE_BYTES = 2**31 - 1
 _NOT_ANSWERED = "The request deadline passed before the model server answered"
@@ -84,24 +85,6 @@ def _call(call: Any, request: bytes, deadline: float, too_late: str) -> bytes:
         raise grpc_error(exc) from None
 
 
-# gRPC status code name -> the HTTP status TF Serving's REST API answers for it
-_HTTP_STATUS = {
-    "CANCELLED": 499,
-    "INVALID_ARGUMENT": 400,
-    "DEADLINE_EXCEEDED": 504,
-    "NOT_FOUND": 404,
-    "ALREADY_EXISTS": 409,
-    "PERMISSION_DENIED": 403,
-    "RESOURCE_EXHAUSTED": 429,
-    "FAILED_PRECONDITION": 400,
-    "ABORTED": 409,
-    "OUT_OF_RANGE": 400,
-    "UNIMPLEMENTED": 501,
-    "UNAVAILABLE": 503,
-    "UNAUTHENTICATED": 401,
-}
-
-
 def grpc_error(exc: Any) -> ModelServerError:
     """A grpc.RpcError as ModelServerError: TF Serving's REST status for its code, its text."""
     code = exc.code()
@@ -111,4 +94,4 @@ def grpc_error(exc: Any) -> ModelServerError:
         return ModelServerUnavailable(f"The model server is unavailable: {details}")
     if name == "DEADLINE_EXCEEDED":
         return ModelServerTimeout("The model server did not answer before the request deadline")
-    return ModelServerError(details, _HTTP_STATUS.get(name, 500))
+    return ModelServerError(details, http_status(name))
