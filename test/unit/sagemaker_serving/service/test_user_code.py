@@ -8,16 +8,8 @@ import sys
 import pytest
 from conftest import tiny_wheel
 
-from sagemaker_serving.service import user_imports
-from sagemaker_serving.service.user_code import (
-    Handlers,
-    RequirementsTimeout,
-    UserCodeError,
-    code_paths,
-    has_user_code,
-    install_requirements,
-    load_handlers,
-)
+from sagemaker_serving.service import user_code, user_imports
+from sagemaker_serving.service.user_code import Handlers, UserCodeError
 from sagemaker_serving.service.user_imports import HiddenPackages
 
 
@@ -36,24 +28,25 @@ def code(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", ["inference.py", "requirements.txt", "lib"])
 def test_any_of_its_three_parts_is_user_code(code, name):
-    assert not has_user_code(code)
+    assert not user_code.has_user_code(code)
     (code / name).mkdir() if name == "lib" else (code / name).write_text("")
-    assert has_user_code(code)
+    assert user_code.has_user_code(code)
 
 
 def test_code_paths_are_requirements_then_lib_then_code(code, tmp_path):
     installed = tmp_path / "installed"
-    assert code_paths(code, installed) == [str(code)]
+    assert user_code.code_paths(code, installed) == [str(code)]
     installed.mkdir()
     (code / "lib").mkdir()
-    assert code_paths(code, installed) == [str(installed), str(code / "lib"), str(code)]
+    assert user_code.code_paths(code, installed) == [str(installed), str(code / "lib"), str(code)]
 
 
 def test_requirements_install_from_the_wheelhouse_into_their_own_directory(code, tmp_path):
-    assert install_requirements(code, tmp_path / "target", 60) is None  # nothing to install
+    nothing = user_code.install_requirements(code, tmp_path / "target", 60)
+    assert nothing is None  # no requirements.txt
     tiny_wheel(code / "wheelhouse")
     (code / "requirements.txt").write_text("tinypkg==1.0\n")
-    target = install_requirements(code, tmp_path / "target", 120)
+    target = user_code.install_requirements(code, tmp_path / "target", 120)
     assert target == tmp_path / "target"
     assert (target / "tinypkg" / "__init__.py").read_text() == "VALUE = 42\n"
 
@@ -61,35 +54,35 @@ def test_requirements_install_from_the_wheelhouse_into_their_own_directory(code,
 def test_requirements_beside_lib_are_not_installed(code, tmp_path):
     (code / "requirements.txt").write_text("tinypkg==1.0\n")
     (code / "lib").mkdir()
-    assert install_requirements(code, tmp_path / "target", 60) is None
+    assert user_code.install_requirements(code, tmp_path / "target", 60) is None
     assert not (tmp_path / "target").exists()
 
 
 def test_a_failing_or_slow_install_says_why(code, tmp_path):
     (code / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")
     with pytest.raises(UserCodeError) as info:
-        install_requirements(code, tmp_path / "target", 120)
+        user_code.install_requirements(code, tmp_path / "target", 120)
     assert "pip install -r" in str(info.value) and "no-such-package-anywhere" in str(info.value)
-    with pytest.raises(RequirementsTimeout):
-        install_requirements(code, tmp_path / "target", 0.001)
+    with pytest.raises(user_code.RequirementsTimeout):
+        user_code.install_requirements(code, tmp_path / "target", 0.001)
 
 
 def test_no_inference_py_means_the_built_in_behaviour(code):
-    assert load_handlers(code) == Handlers()
+    assert user_code.load_handlers(code) == Handlers()
 
 
 def test_handler_wins_over_input_and_output_handlers(code):
     (code / "inference.py").write_text(
         "def handler(data, context): return 'h'\ndef input_handler(data, context): return 'i'\n"
     )
-    handlers = load_handlers(code)
+    handlers = user_code.load_handlers(code)
     assert handlers.handler is not None and handlers.handler(None, None) == "h"
     assert handlers.input_handler is None and handlers.source == str(code / "inference.py")
 
 
 def test_either_of_input_and_output_handler_is_enough(code):
     (code / "inference.py").write_text("def output_handler(response, context): return 'o'\n")
-    handlers = load_handlers(code)
+    handlers = user_code.load_handlers(code)
     assert handlers.input_handler is None and handlers.output_handler is not None
 
 
@@ -99,7 +92,9 @@ def test_code_imports_its_own_modules_from_lib(code):
     (code / "inference.py").write_text(
         "import helper\ndef handler(data, context): return helper.VALUE\n"
     )
-    handlers = load_handlers(code, module_name="inference_m", paths=code_paths(code, None))
+    handlers = user_code.load_handlers(
+        code, module_name="inference_m", paths=user_code.code_paths(code, None)
+    )
     assert handlers.handler is not None and handlers.handler(None, None) == "from lib"
 
 
@@ -114,5 +109,5 @@ def test_code_imports_its_own_modules_from_lib(code):
 def test_unusable_code_is_a_user_code_error(code, text, words):
     (code / "inference.py").write_text(text)
     with pytest.raises(UserCodeError) as info:
-        load_handlers(code)
+        user_code.load_handlers(code)
     assert words in str(info.value)
