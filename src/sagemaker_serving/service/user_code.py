@@ -30,7 +30,7 @@ class RequirementsTimeout(UserCodeError):
 
 
 def has_user_code(code_dir: Path) -> bool:
-    """The Python service runs for inference.py, requirements.txt or lib/ (successor rule)."""
+    """The Python service runs when code/ holds any of inference.py, requirements.txt, lib/."""
     return any((code_dir / name).exists() for name in (INFERENCE_FILE, REQUIREMENTS_FILE, LIB_DIR))
 
 
