@@ -1,7 +1,8 @@
 """The model servers' REST API over urllib3's connection pools, answering `requests.Response`.
 
 One keep-alive pool per model server instance (thread-safe, at most POOL_SIZE idle
-connections kept; more concurrent requests get connections that close after use). Each call
+connections kept; more concurrent requests, e.g. gevent workers' greenlets, get connections
+that close after use, which urllib3 would log as a warning each time). Each call
 has the request's deadline: 503 ModelServerUnavailable when the model server is down, 504
 ModelServerTimeout past the deadline, ModelServerError with TF Serving's status and text for
 its error answers where the caller asks for them.
@@ -10,6 +11,7 @@ its error answers where the caller asks for them.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -35,6 +37,17 @@ from sagemaker_serving.tfs_client.errors import (
 
 POOL_SIZE = 32  # idle keep-alive connections kept per instance (and process)
 HOST = "127.0.0.1"
+
+
+class _NoPoolFullWarnings(logging.Filter):
+    """Drops urllib3's 'Connection pool is full, discarding connection' lines: closing a
+    connection beyond POOL_SIZE is how the pool stays bounded here, not a fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Connection pool is full")
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_NoPoolFullWarnings())
 
 _BEFORE_DEADLINE = "The request deadline passed before the model server answered"
 _PAST_DEADLINE = "The model server did not answer before the request deadline"

@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -281,3 +282,26 @@ def test_metadata_errors_carry_tf_servings_status_and_text(loopback):
     with pytest.raises(ModelServerError):
         client.metadata(0, "gone", None, deadline())  # errors are not cached
     assert loopback.requests.count("/v1/models/gone/metadata") == 2
+
+
+def test_more_requests_at_once_than_the_pool_keeps_all_succeed_quietly(loopback, caplog):
+    together = threading.Barrier(6, timeout=10)
+
+    def meet(handler: http.server.BaseHTTPRequestHandler) -> None:
+        together.wait()  # six requests on six connections at the same time
+        answer(b"{}")(handler)
+
+    loopback.routes["/meet"] = meet
+    client = RestClient([loopback.port], pool_size=2)
+    with ThreadPoolExecutor(6) as pool:
+        replies = list(
+            pool.map(
+                lambda _: client.request("GET", client.uri(0, "/meet"), None, deadline()), range(6)
+            )
+        )
+    assert [reply.status_code for reply in replies] == [200] * 6
+    assert len(loopback.connections) == 6
+    for _ in range(4):  # the two kept connections serve what follows
+        client.request("GET", client.uri(0, "/ok"), None, deadline())
+    assert len(loopback.connections) == 6
+    assert "pool is full" not in caplog.text
