@@ -56,7 +56,12 @@ from sagemaker_serving.launcher.supervisor import Child, Supervisor, stop_all
 from sagemaker_serving.launcher.universal_code import UniversalCodeError
 from sagemaker_serving.launcher.watchdog import Watchdog
 from sagemaker_serving.service.user_code import UserCodeError
-from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH, instance_up, model_available
+from sagemaker_serving.tfs_client.health import (
+    PROMETHEUS_PATH,
+    answers_ok,
+    instance_up,
+    model_available,
+)
 
 log = logging.getLogger("serve")
 
@@ -316,15 +321,7 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
 def service_ready(socket_path: str, token: str, timeout: float = 1.0) -> bool:
     """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
     conn = _UnixHTTPConnection(socket_path, timeout)
-    try:
-        conn.request("GET", "/ping", headers={TOKEN_HEADER: token})
-        reply = conn.getresponse()
-        reply.read()
-        return reply.status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        conn.close()
+    return answers_ok(conn, "/ping", {TOKEN_HEADER: token})
 
 
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
