@@ -294,7 +294,7 @@ def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
     404, so SageMaker loads it again). Marking the registry stale takes no lock, so the
     supervisor never waits on a load in progress; the service's next load or unload sends
     the surviving instances the list without the old models."""
-    from sagemaker_serving.multimodel.manager import Registry
+    from sagemaker_serving.multimodel.registry import Registry
 
     registry = Registry(mme_state_dir(stack.run_dir))
 

@@ -1,10 +1,11 @@
 """The built-in formats: what the service does without user code, and what a handler calls to
 leave the conversion to it (`default_input_handler`, `default_output_handler`).
 
-The rules are the fast path's (nginx/tfs.js), so every path answers alike; the cases are in
-test/format_cases.py. Without handlers, binary payloads that fit the model's input go to the
-model server as gRPC Predict tensors (tensor_payloads), and their outputs are written as TF
-Serving's REST text (tfs_rest_json) before the same conversion as REST answers.
+The rules are the fast path's (frontdoor/nginx/tfs.js), so every path answers alike; the
+cases are in test/support/format_cases.py. Without handlers, binary payloads that fit the
+model's input go to the model server as gRPC Predict tensors (formats/tensors.py), and their
+outputs are written as TF Serving's REST text (tfs_rest_json) before the same conversion as
+REST answers.
 """
 
 from __future__ import annotations

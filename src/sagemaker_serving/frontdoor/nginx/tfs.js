@@ -4,7 +4,7 @@
 // to the model servers through the internal /_tfs/ location (upstream keep-alive), and converted
 // back to what Accept asks for (JSON on one line, JSON Lines, CSV) by the answer's text, so
 // numbers keep TF Serving's text. Every error is a JSON body. The Python service applies the
-// same rules (container/sagemaker/payloads.py, answers.py); test/format_cases.py holds the
+// same rules (sagemaker_serving/formats); test/support/format_cases.py holds the
 // cases every path must answer alike.
 //
 // njs frees nothing before a request ends, so every step here allocates in proportion to the
@@ -382,7 +382,7 @@ function negotiate(header) {
     return best[0];
 }
 
-// ----- answers, by their text (as container/sagemaker/answers.py) ---------------------------
+// ----- answers, by their text (as sagemaker_serving/formats/answers.py) ---------------------
 //
 // JSON: TF Serving's answer on one line. JSON Lines: one line per prediction, its text in that
 // line. CSV: one row per prediction, its leaves: numbers and true/false as written, strings
