@@ -1,8 +1,8 @@
-"""The model servers' REST API over urllib3's connection pools, answering `requests.Response`.
+"""The model servers' REST API on kept-alive connections (http11.py), answering
+`requests.Response`.
 
-One keep-alive pool per model server instance (thread-safe, at most POOL_SIZE idle
-connections kept; more concurrent requests, e.g. gevent workers' greenlets, get connections
-that close after use, which urllib3 would log as a warning each time). Each call
+One connection pool per model server instance (thread-safe, at most POOL_SIZE idle
+connections kept; more concurrent requests get connections that close after use). Each call
 has the request's deadline: 503 ModelServerUnavailable when the model server is down, 504
 ModelServerTimeout past the deadline, ModelServerError with TF Serving's status and text for
 its error answers where the caller asks for them.
@@ -11,22 +11,15 @@ its error answers where the caller asks for them.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-import urllib3
-from requests.adapters import HTTPAdapter
-from urllib3.exceptions import (
-    HTTPError,
-    NewConnectionError,
-    ProtocolError,
-    ReadTimeoutError,
-)
-from urllib3.exceptions import TimeoutError as Urllib3Timeout
+from requests.structures import CaseInsensitiveDict
+from requests.utils import get_encoding_from_headers
 
 from sagemaker_serving.tfs_client import health
 from sagemaker_serving.tfs_client.errors import (
@@ -34,20 +27,11 @@ from sagemaker_serving.tfs_client.errors import (
     ModelServerTimeout,
     ModelServerUnavailable,
 )
+from sagemaker_serving.tfs_client.http11 import Answer, ConnectionPool, PastDeadline, Unreachable
 
 POOL_SIZE = 32  # idle keep-alive connections kept per instance (and process)
 HOST = "127.0.0.1"
-
-
-class _NoPoolFullWarnings(logging.Filter):
-    """Drops urllib3's 'Connection pool is full, discarding connection' lines: closing a
-    connection beyond POOL_SIZE is how the pool stays bounded here, not a fault."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Connection pool is full")
-
-
-logging.getLogger("urllib3.connectionpool").addFilter(_NoPoolFullWarnings())
+JSON_HEADERS = {"Content-Type": "application/json"}
 
 _BEFORE_DEADLINE = "The request deadline passed before the model server answered"
 _PAST_DEADLINE = "The model server did not answer before the request deadline"
@@ -59,9 +43,8 @@ class RestClient:
     def __init__(self, ports: Sequence[int], pool_size: int = POOL_SIZE) -> None:
         self.ports = list(ports)
         self.pool_size = pool_size
-        self._pools: dict[int, urllib3.HTTPConnectionPool] = {}
+        self._pools: dict[int, ConnectionPool] = {}
         self._lock = threading.Lock()
-        self._adapter = HTTPAdapter()  # builds the requests.Response; it holds no pools here
         self._metadata: dict[tuple[str, str | None], dict] = {}
         for port in self.ports:
             self._pool(port)
@@ -77,38 +60,19 @@ class RestClient:
         503/504 ModelServerErrors when the model server is down or too slow."""
         if isinstance(body, str):
             body = body.encode()
-        headers = {"Content-Type": "application/json"} if body is not None else {}
-        # what the answer's `request` says; urllib3 adds Host and Content-Length itself
-        prepared = requests.Request(method, uri, headers=headers, data=body).prepare()
-        pool = self._pool(urlsplit(uri).port or 80)
-        for attempt in range(2):
-            timeout = deadline - time.monotonic()
-            if timeout <= 0:
-                raise ModelServerTimeout(_BEFORE_DEADLINE)
-            try:
-                raw = pool.urlopen(
-                    method,
-                    prepared.path_url,
-                    body=body,
-                    headers=headers,
-                    retries=False,
-                    redirect=False,
-                    timeout=urllib3.Timeout(connect=timeout, read=timeout),
-                    preload_content=False,
-                    decode_content=False,
-                )
-            except ProtocolError as exc:
-                if attempt == 0:
-                    continue  # e.g. a kept-alive connection the server had just closed
-                raise _unavailable(exc) from exc
-            except (NewConnectionError, OSError) as exc:  # refused, no route ...
-                raise _unavailable(exc) from exc
-            except Urllib3Timeout as exc:
-                raise ModelServerTimeout(_PAST_DEADLINE) from exc
-            except HTTPError as exc:
-                raise _unavailable(exc) from exc
-            return _read(self._adapter.build_response(prepared, raw))
-        raise AssertionError("unreachable")
+        if deadline <= time.monotonic():
+            raise ModelServerTimeout(_BEFORE_DEADLINE)
+        split = urlsplit(uri)
+        path = f"{split.path}?{split.query}" if split.query else split.path
+        pool = self._pool(split.port or 80)
+        headers = JSON_HEADERS if body is not None else {}
+        try:
+            answer = pool.exchange(method, path, body, headers, deadline)
+        except PastDeadline as exc:
+            raise ModelServerTimeout(_PAST_DEADLINE) from exc
+        except Unreachable as exc:
+            raise ModelServerUnavailable(f"The model server is unavailable: {exc}") from exc
+        return response(answer, _sent(method, uri, headers, body))
 
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
         """{version: state} of `model` on instance `index`; {} when it is unknown there."""
@@ -154,46 +118,51 @@ class RestClient:
         for pool in pools:
             pool.close()
 
-    def _pool(self, port: int) -> urllib3.HTTPConnectionPool:
+    def _pool(self, port: int) -> ConnectionPool:
         pool = self._pools.get(port)
         if pool is None:
             with self._lock:
                 pool = self._pools.get(port)
                 if pool is None:
-                    pool = self._pools[port] = urllib3.HTTPConnectionPool(
-                        HOST, port, maxsize=self.pool_size, block=False, retries=False
-                    )
+                    pool = self._pools[port] = ConnectionPool(HOST, port, self.pool_size)
         return pool
 
 
-def _read(response: requests.Response) -> requests.Response:
-    """Read the whole body (in linear time) and give the connection back to its pool."""
-    try:
-        response.content  # noqa: B018 - reads and keeps it
-    except requests.exceptions.ConnectionError as exc:
-        if any(isinstance(arg, ReadTimeoutError) for arg in exc.args):
-            raise ModelServerTimeout(_PAST_DEADLINE) from exc
-        raise _unavailable(exc) from exc
-    except requests.exceptions.RequestException as exc:  # cut short, undecodable
-        raise _unavailable(exc) from exc
-    finally:
-        response.close()
-    return response
+class _Body:
+    """The answer's body as `requests.Response.raw`: read whole by `.content` (one piece)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def read(self, amt: Any = None, **_: Any) -> bytes:
+        data, self._data = self._data or b"", b""
+        return data
+
+    def close(self) -> None:
+        self._data = b""
 
 
-def _unavailable(exc: Exception) -> ModelServerUnavailable:
-    return ModelServerUnavailable(f"The model server is unavailable: {_reason(exc)}")
+def _sent(
+    method: str, uri: str, headers: dict[str, str], body: bytes | None
+) -> requests.PreparedRequest:
+    """What was sent, as the answer's `request` (set field by field: no `prepare()` work)."""
+    request = requests.PreparedRequest()
+    request.method, request.url, request.body = method, uri, body
+    request.headers = CaseInsensitiveDict(headers)
+    return request
 
 
-def _reason(exc: BaseException) -> str:
-    """The innermost cause urllib3 and requests wrap (e.g. `[Errno 111] Connection refused`)."""
-    for _ in range(8):
-        wrapped = [arg for arg in exc.args if isinstance(arg, BaseException)]
-        inner = wrapped[-1] if wrapped else exc.__cause__
-        if inner is None:
-            break
-        exc = inner
-    return str(exc)
+def response(answer: Answer, request: requests.PreparedRequest) -> requests.Response:
+    """A `requests.Response` of `answer` through its public attributes (the body as `raw`)."""
+    reply = requests.Response()
+    reply.status_code = answer.status
+    reply.reason = answer.reason
+    reply.headers = CaseInsensitiveDict(answer.headers)
+    reply.raw = _Body(answer.body)
+    reply.url = request.url or ""
+    reply.request = request
+    reply.encoding = get_encoding_from_headers(reply.headers)
+    return reply
 
 
 def error_text(reply: requests.Response) -> str:
