@@ -1,8 +1,15 @@
 """Prometheus metrics of the Python service (shared across gunicorn workers when
-PROMETHEUS_MULTIPROC_DIR is set, which serve does)."""
+PROMETHEUS_MULTIPROC_DIR is set, which serve does).
+
+Per-request bookkeeping stays off the request path: a request appends its figures to a queue
+(one atomic append), and a thread of the worker moves them into the Prometheus values every
+FLUSH_SECONDS, as does /metrics before it answers. Another worker's latest figures show up
+in /metrics within FLUSH_SECONDS.
+"""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import glob
@@ -10,7 +17,8 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
+from types import TracebackType
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
@@ -26,6 +34,7 @@ RECORDS_HELP = "Records (instances, lines, rows, TFRecords) per request with a b
 MAX_MODEL_LABELS = 100  # distinct model label values per process; then OTHER_MODELS
 MAX_LABEL_CHARS = 100
 OTHER_MODELS = "(other)"
+FLUSH_SECONDS = 0.5
 
 
 def label_text(value: str) -> str:
@@ -75,6 +84,9 @@ class ServiceMetrics:
         self.records_per_request = Histogram(
             "sagemaker_request_records", RECORDS_HELP, buckets=RECORD_BUCKETS, registry=registry
         )
+        self._pending: collections.deque[tuple[Callable[..., None], tuple]] = collections.deque()
+        self._flush_lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
 
     def model_label(self, model: str) -> str:
         label = label_text(model)
@@ -87,25 +99,74 @@ class ServiceMetrics:
             return label
 
     def request(self, route: str, status: int, model: str, seconds: float) -> None:
-        self.requests.labels(route, str(status), self.model_label(model)).inc()
-        self.latency.labels(route).observe(seconds)
+        self._defer(self._count_request, (route, status, model, seconds))
 
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.stages.labels(name).observe(time.monotonic() - started)
+    def stage(self, name: str) -> Stage:
+        """A context manager timing one stage of a request (`with metrics.stage(...):`)."""
+        return Stage(self, name)
+
+    def stage_took(self, name: str, seconds: float) -> None:
+        self._defer(self._observe_stage, (name, seconds))
 
     def records(self, count: int | None) -> None:
         if count:
-            self.records_per_request.observe(count)
+            self._defer(self.records_per_request.observe, (count,))
+
+    def flush(self) -> None:
+        """Move every queued figure into the Prometheus values (in this process)."""
+        with self._flush_lock:
+            while self._pending:
+                apply, args = self._pending.popleft()
+                apply(*args)
+
+    def _defer(self, apply: Callable[..., None], args: tuple) -> None:
+        self._pending.append((apply, args))
+        if self._flusher is None:
+            self._start_flusher()
+
+    def _start_flusher(self) -> None:
+        with self._flush_lock:
+            if self._flusher is None:
+                self._flusher = threading.Thread(
+                    target=self._flush_forever, name="metrics-flush", daemon=True
+                )
+                self._flusher.start()
+
+    def _flush_forever(self) -> None:
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            self.flush()
+
+    def _count_request(self, route: str, status: int, model: str, seconds: float) -> None:
+        self.requests.labels(route, str(status), self.model_label(model)).inc()
+        self.latency.labels(route).observe(seconds)
+
+    def _observe_stage(self, name: str, seconds: float) -> None:
+        self.stages.labels(name).observe(seconds)
 
     def render(self) -> bytes:
         """Prometheus text: all workers' values in multiprocess mode, else this process's."""
+        self.flush()
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             registry = CollectorRegistry()
             WrittenFilesCollector(registry)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+class Stage:
+    """Times the block it guards as one stage (a class: cheaper than a generator manager)."""
+
+    __slots__ = ("metrics", "name", "started")
+
+    def __init__(self, metrics: ServiceMetrics, name: str) -> None:
+        self.metrics, self.name = metrics, name
+        self.started = 0.0
+
+    def __enter__(self) -> None:
+        self.started = time.monotonic()
+
+    def __exit__(
+        self, kind: type | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.metrics.stage_took(self.name, time.monotonic() - self.started)

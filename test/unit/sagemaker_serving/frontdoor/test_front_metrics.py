@@ -41,6 +41,7 @@ def receiver() -> FrontMetricsReceiver:
 
 
 def text(metrics: ServiceMetrics) -> str:
+    metrics.flush()
     return generate_latest(metrics.registry).decode()
 
 
