@@ -7,9 +7,11 @@ python -m sagemaker_serving.service.main CONFIG.json --bind unix:SOCKET --token-
 from __future__ import annotations
 
 import argparse
+import email.utils
 import os
 import socket
 import stat
+import time
 from pathlib import Path
 
 import orjson
@@ -60,10 +62,25 @@ def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: st
     util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
+_dates: dict[int, str] = {}
+
+
+def http_date(timestamp: float | None = None) -> str:
+    """gunicorn's `util.http_date`, formatted once per second instead of once per answer."""
+    second = int(time.time() if timestamp is None else timestamp)
+    text = _dates.get(second)
+    if text is None:
+        text = email.utils.formatdate(second, usegmt=True)
+        _dates.clear()
+        _dates[second] = text
+    return text
+
+
 def json_errors() -> None:
     """Every worker class answers its errors through Worker.handle_error, which calls
     `util.write_error` by module attribute: replaced here, in the master, before any fork."""
     util.write_error = write_json_error
+    util.http_date = http_date  # every answer's Date header; the same text all second long
 
 
 class ServiceApplication(BaseApplication):
