@@ -8,17 +8,20 @@ STAMP := $(VENV)/.installed
 
 install: system-deps $(STAMP)
 
-# nginx with its njs and headers-more modules (Debian packages), installed when missing.
+# nginx with its njs and headers-more modules, and wrk for `make perf`/`make soak` (Debian
+# packages), installed when missing.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 system-deps:
 	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so ] || \
+	    ! command -v wrk >/dev/null 2>&1 || \
 	    ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
-		echo "installing nginx, its njs and headers-more modules and python3-venv"; \
+		echo "installing nginx, its njs and headers-more modules, wrk and python3-venv"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter python3-venv >/dev/null; \
+			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk python3-venv \
+			>/dev/null; \
 	fi
 
 $(STAMP): setup.py pyproject.toml
@@ -57,8 +60,9 @@ lint: install
 format: install
 	$(VENV)/bin/ruff format src test scripts examples
 
+# Every path against the model server's own speed, with wrk: perf-results/report.md (+ .png, .json).
 perf: install
-	$(PY) test/perf/bench_model_server.py
+	$(PY) test/perf/perf_report.py
 
 # Hostile input: 10,000 cases against three native stacks, a table by outcome (perf-results/fuzz.json).
 .PHONY: fuzz soak
