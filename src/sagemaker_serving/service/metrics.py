@@ -9,16 +9,18 @@ in /metrics within FLUSH_SECONDS.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import functools
 import glob
 import hashlib
+import math
 import os
 import threading
 import time
-from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
@@ -35,6 +37,7 @@ MAX_MODEL_LABELS = 100  # distinct model label values per process; then OTHER_MO
 MAX_LABEL_CHARS = 100
 OTHER_MODELS = "(other)"
 FLUSH_SECONDS = 0.5
+_REQUEST, _STAGE, _RECORDS = "request", "stage", "records"  # kinds of queued figures
 
 
 def label_text(value: str) -> str:
@@ -73,6 +76,7 @@ class ServiceMetrics:
 
     def __init__(self) -> None:
         self._models: set[str] = set()
+        self._label_of: dict[str, str] = {}  # model name -> its label, as decided
         self._models_lock = threading.Lock()
         registry = self.registry = CollectorRegistry()
         timing = functools.partial(Histogram, buckets=LATENCY_BUCKETS, registry=registry)
@@ -84,11 +88,21 @@ class ServiceMetrics:
         self.records_per_request = Histogram(
             "sagemaker_request_records", RECORDS_HELP, buckets=RECORD_BUCKETS, registry=registry
         )
-        self._pending: collections.deque[tuple[Callable[..., None], tuple]] = collections.deque()
+        self._pending: collections.deque[tuple[str, Any, float]] = collections.deque()
         self._flush_lock = threading.Lock()
         self._flusher: threading.Thread | None = None
 
     def model_label(self, model: str) -> str:
+        known = self._label_of.get(model)
+        if known is not None:
+            return known
+        label = self._new_label(model)
+        if len(self._label_of) >= 4 * MAX_MODEL_LABELS:  # clients choose names: bounded
+            self._label_of.clear()
+        self._label_of[model] = label
+        return label
+
+    def _new_label(self, model: str) -> str:
         label = label_text(model)
         with self._models_lock:
             if label in self._models:
@@ -99,32 +113,51 @@ class ServiceMetrics:
             return label
 
     def request(self, route: str, status: int, model: str, seconds: float) -> None:
-        self._defer(self._count_request, (route, status, model, seconds))
+        self._pending.append((_REQUEST, (route, status, model), seconds))
+        self._start_flusher()
 
     def stage(self, name: str) -> Stage:
         """A context manager timing one stage of a request (`with metrics.stage(...):`)."""
         return Stage(self, name)
 
     def stage_took(self, name: str, seconds: float) -> None:
-        self._defer(self._observe_stage, (name, seconds))
+        self._pending.append((_STAGE, name, seconds))
+        self._start_flusher()
 
     def records(self, count: int | None) -> None:
         if count:
-            self._defer(self.records_per_request.observe, (count,))
-
-    def flush(self) -> None:
-        """Move every queued figure into the Prometheus values (in this process)."""
-        with self._flush_lock:
-            while self._pending:
-                apply, args = self._pending.popleft()
-                apply(*args)
-
-    def _defer(self, apply: Callable[..., None], args: tuple) -> None:
-        self._pending.append((apply, args))
-        if self._flusher is None:
+            self._pending.append((_RECORDS, None, count))
             self._start_flusher()
 
+    def flush(self) -> None:
+        """Move every queued figure into the Prometheus values (in this process), added up
+        first: one update per label set, not one per request."""
+        with self._flush_lock:
+            batch = [self._pending.popleft() for _ in range(len(self._pending))]
+            if not batch:
+                return
+            counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+            observed: dict[tuple[str, str | None], list[float]] = collections.defaultdict(list)
+            for kind, key, value in batch:
+                if kind == _REQUEST:
+                    route, status, model = key
+                    counts[route, str(status), self.model_label(model)] += 1
+                    observed[_REQUEST, route].append(value)
+                else:
+                    observed[kind, key].append(value)
+            for labels, count in counts.items():
+                self.requests.labels(*labels).inc(count)
+            for (kind, key), values in observed.items():
+                histogram = {
+                    _REQUEST: self.latency,
+                    _STAGE: self.stages,
+                    _RECORDS: self.records_per_request,
+                }[kind]
+                observe_all(histogram if key is None else histogram.labels(key), values)
+
     def _start_flusher(self) -> None:
+        if self._flusher is not None:
+            return
         with self._flush_lock:
             if self._flusher is None:
                 self._flusher = threading.Thread(
@@ -137,13 +170,6 @@ class ServiceMetrics:
             time.sleep(FLUSH_SECONDS)
             self.flush()
 
-    def _count_request(self, route: str, status: int, model: str, seconds: float) -> None:
-        self.requests.labels(route, str(status), self.model_label(model)).inc()
-        self.latency.labels(route).observe(seconds)
-
-    def _observe_stage(self, name: str, seconds: float) -> None:
-        self.stages.labels(name).observe(seconds)
-
     def render(self) -> bytes:
         """Prometheus text: all workers' values in multiprocess mode, else this process's."""
         self.flush()
@@ -152,6 +178,17 @@ class ServiceMetrics:
             WrittenFilesCollector(registry)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+def observe_all(histogram: Histogram, values: list[float]) -> None:
+    """`histogram.observe(v)` for every v, as one update of its sum and of each bucket hit
+    (what observe does, in prometheus_client 0.26's own attributes; a test compares the two)."""
+    bounds = histogram._upper_bounds
+    # NaN (not equal to itself) is in no bucket, as observe has it
+    hits = collections.Counter(bisect.bisect_left(bounds, v) for v in values if v == v)
+    histogram._sum.inc(math.fsum(values))
+    for index, count in hits.items():
+        histogram._buckets[index].inc(count)
 
 
 class Stage:
