@@ -43,6 +43,7 @@ import numpy as np
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
+sys.path.insert(0, str(REPO / "test" / "support"))  # example_models
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
 
 from sagemaker_serving.formats.tfrecord import frame_tfrecord  # noqa: E402
