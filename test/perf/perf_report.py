@@ -305,7 +305,7 @@ def batch_rows(work: Path, args: argparse.Namespace) -> list[Row]:
                 label,
                 goal,
                 round(sides[side]["images_per_second"] / forward, 3),
-                load=sides[side].get("load_average"),
+                load=sides[side]["load_after"],
                 detail={
                     "images_per_second": sides[side]["images_per_second"],
                     "forward_images_per_second": forward,
