@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from tfs_model_server import __version__
 from tfs_model_server.cli import flags
+from tfs_model_server.cli.tf_import import import_tensorflow
 
 
 def _configure_logging() -> None:
@@ -34,14 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if options.version:
-        import tensorflow as tf
-
+        tf = import_tensorflow()
         print(f"TensorFlow ModelServer: tfs-model-server {__version__} (TensorFlow Python runtime)")
         print(f"TensorFlow Library: {tf.__version__}")
         return 0
     _configure_logging()
-    import tensorflow as tf
-
+    tf = import_tensorflow()
     tf.get_logger().setLevel(logging.ERROR)
     from tfs_model_server.core import server
     from tfs_model_server.core.errors import ServingError
