@@ -81,6 +81,7 @@ NGINX_STOP_SECONDS = (
 )
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
 READY_FILE = "ready"
+READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
 
 
 class StartupError(RuntimeError):
@@ -355,7 +356,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             stack.service.socket_path, stack.service.access.token
         )
         if pending or service_pending:
-            supervisor.sleep(0.25)
+            supervisor.sleep(READY_POLL_SECONDS)
     stack.ready_file.touch()
     return True
 
@@ -418,10 +419,10 @@ def run(args: argparse.Namespace) -> int:
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
-        stack.nginx.start()
-        stack.service.child.start()
-        for child in stack.model_servers:
+        for child in stack.model_servers:  # the slowest to be ready first
             child.start()
+        stack.service.child.start()
+        stack.nginx.start()
         if not wait_until_ready(stack, supervisor):
             return 0 if supervisor.stopping else 1
         log.info(
