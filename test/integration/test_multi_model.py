@@ -339,7 +339,7 @@ def test_a_load_url_over_255_characters_is_400_json(mme):
 
 NOBODY_SCRIPT = """
 import json, socket, sys
-gunicorn_socket, metrics_socket, nginx_conf, name = sys.argv[1:]
+gunicorn_socket, metrics_port, nginx_conf, name = sys.argv[1:]
 out = {}
 try:
     with socket.socket(socket.AF_UNIX) as sock:
@@ -350,9 +350,10 @@ try:
 except OSError as exc:
     out["unload"] = repr(exc)
 try:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for message in ("/ping 200 forged-by-nobody 0.1", "guess /ping 200 forged-by-nobody 0.1"):
-            sock.sendto(b"<190>Nov 23 10:00:00 tfs_metrics: " + message.encode(), metrics_socket)
+            datagram = b"<190>Nov 23 10:00:00 tfs_metrics: " + message.encode()
+            sock.sendto(datagram, ("127.0.0.1", int(metrics_port)))
     out["datagrams"] = "sent"
 except OSError as exc:
     out["datagrams"] = repr(exc)
@@ -376,15 +377,16 @@ def _as_nobody() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as nobody")
 def test_another_local_user_cannot_unload_models_or_forge_metrics(mme, model_root):
-    """nginx's workers run as nobody here, so another nobody process passes the sockets'
-    modes: the run's secret, which it cannot read, keeps it out."""
+    """nginx's workers run as nobody here, so another nobody process passes the gunicorn
+    socket's mode, and anyone may send to the metrics port: the run's secret, which it cannot
+    read, keeps it out."""
     assert load(mme, "guarded", str(model_root / "m7")).status_code == 200
     conf = mme.run_dir / "nginx.conf"
     gunicorn_socket = re.search(r"server unix:(\S+gunicorn\.sock)", conf.read_text()).group(1)
-    metrics_socket = str(Path(gunicorn_socket).parent / "front-metrics.sock")
+    metrics_port = re.search(r"syslog:server=127\.0\.0\.1:(\d+),", conf.read_text()).group(1)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     result = subprocess.run(
-        [python, "-c", textwrap.dedent(NOBODY_SCRIPT), gunicorn_socket, metrics_socket,
+        [python, "-c", textwrap.dedent(NOBODY_SCRIPT), gunicorn_socket, metrics_port,
          str(conf), "guarded"],
         preexec_fn=_as_nobody, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

@@ -43,6 +43,10 @@ class Service:
     def log(self) -> str:
         return "".join(self.lines)
 
+    @property
+    def metrics_address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.process.metrics_port)
+
     def workers(self) -> set[int]:
         assert self.process.child.pid is not None
         return {p.pid for p in psutil.Process(self.process.child.pid).children()}
@@ -148,7 +152,7 @@ def test_the_secret_is_neither_in_argv_nor_in_the_environment(service):
 def test_sockets_are_for_serves_user_or_nginxs_workers_only(service):
     process = service.process
     folder = process.socket_dir.stat()
-    sockets = [Path(process.socket_path).stat(), process.metrics_socket.stat()]
+    sockets = [Path(process.socket_path).stat()]
     assert all(stat.S_ISSOCK(s.st_mode) for s in sockets)
     if os.geteuid() != 0:
         assert stat.S_IMODE(folder.st_mode) == 0o700
@@ -157,6 +161,16 @@ def test_sockets_are_for_serves_user_or_nginxs_workers_only(service):
         group = process.access.group
         assert stat.S_IMODE(folder.st_mode) == 0o2710 and folder.st_gid == group
         assert all(stat.S_IMODE(s.st_mode) == 0o660 and s.st_gid == group for s in sockets)
+
+
+def test_the_metrics_port_listens_on_loopback_only(service):
+    """The datagram socket is UDP on 127.0.0.1 (its secret keeps others' datagrams out)."""
+    ours = [
+        c
+        for c in psutil.Process(service.process.child.pid).net_connections(kind="udp")
+        if c.laddr.port == service.process.metrics_port
+    ]
+    assert [c.laddr.ip for c in ours] == ["127.0.0.1"]
 
 
 def _count(service: Service, model: str) -> float:
@@ -176,17 +190,15 @@ def _wait(condition, seconds: float) -> bool:
 
 
 def test_forged_datagrams_are_dropped_and_reported(service):
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-        sock.sendto(
-            service.datagram("/ping 200 forged-model 0.1"), str(service.process.metrics_socket)
-        )
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(service.datagram("/ping 200 forged-model 0.1"), service.metrics_address)
         sock.sendto(
             service.datagram("not-the-secret /ping 200 forged-model 0.1"),
-            str(service.process.metrics_socket),
+            service.metrics_address,
         )
         sock.sendto(
             service.datagram(f"{service.token} /ping 200 real-model 0.1"),
-            str(service.process.metrics_socket),
+            service.metrics_address,
         )
     assert _wait(lambda: _count(service, "real-model") == 1, 10)
     assert _wait(lambda: "without this run's secret" in service.log(), 10), service.log()
@@ -201,11 +213,11 @@ def test_new_workers_answer_while_datagrams_pour_in(service):
     message = service.datagram(f"{service.token} /ping 200 flood 0.001")
 
     def flood() -> None:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             sock.settimeout(0.5)
             while not stop.is_set():
                 with contextlib.suppress(OSError):
-                    sock.sendto(message, str(service.process.metrics_socket))
+                    sock.sendto(message, service.metrics_address)
                     sent[0] += 1
 
     sender = threading.Thread(target=flood, daemon=True)
@@ -233,8 +245,8 @@ def test_new_workers_answer_while_datagrams_pour_in(service):
     assert sent[0] > 1000
     assert _wait(lambda: _count(service, "flood") > 0, 10)
     before = _count(service, "flood")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for _ in range(5):
-            sock.sendto(message, str(service.process.metrics_socket))
+            sock.sendto(message, service.metrics_address)
     assert _wait(lambda: _count(service, "flood") >= before + 5, 10)
     assert "WORKER TIMEOUT" not in service.log()

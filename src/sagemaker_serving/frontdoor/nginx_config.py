@@ -206,7 +206,7 @@ class PythonServiceLink(Protocol):
     def socket_path(self) -> str: ...  # gunicorn's unix socket
 
     @property
-    def metrics_socket(self) -> Path: ...  # nginx sends a datagram per request it answers
+    def metrics_port(self) -> int: ...  # loopback UDP: a datagram per request nginx answers
 
     @property
     def access(self) -> Access: ...  # the run's secret and who nginx's workers are
@@ -289,7 +289,7 @@ def nginx_conf(
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
         "INVOCATIONS_LOCATIONS": invocations,
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
-        "METRICS_LOG": nginx_access_log(service.metrics_socket),
+        "METRICS_LOG": nginx_access_log(service.metrics_port),
         "SERVICE_TOKEN": service.access.token,
         "NGINX_USER": service.access.nginx_user,
         # multi-model: 200 once the service is up, whatever is loaded

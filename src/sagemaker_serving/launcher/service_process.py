@@ -30,7 +30,7 @@ class ServiceProcess:
     socket_dir: Path
     handles_invocations: bool  # True with user code; else it only takes the binary formats
 
-    metrics_socket: Path  # nginx sends a datagram per request it answers (front_metrics.py)
+    metrics_port: int  # loopback UDP: a datagram per request nginx answers (front_metrics.py)
     access: Access  # the run's secret nginx sends along, and who nginx's workers are
 
     def cleanup(self) -> None:
@@ -117,8 +117,9 @@ def service_process(
         f"--log-format={settings.log_format}",
         f"--umask={access.umask:o}",
     ]
-    metrics_socket = socket_dir / "front-metrics.sock"
-    metrics_fd = bind_socket(metrics_socket, access).detach()
+    metrics_socket = bind_socket()
+    metrics_port = metrics_socket.getsockname()[1]
+    metrics_fd = metrics_socket.detach()
     secret_fd = token_fd(access.token)
     argv += [f"--front-metrics-fd={metrics_fd}", f"--token-fd={secret_fd}"]
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
@@ -129,4 +130,4 @@ def service_process(
         ", ".join(python_paths) or "no extra paths",
     )
     child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd))
-    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_socket, access)
+    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_port, access)

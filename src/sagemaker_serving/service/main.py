@@ -108,7 +108,7 @@ def front_metrics_hook(fd: int | None, token: str):
         if fd is None or worker.app.metrics is None:
             return
         # made in the worker, after gevent (if used) has patched the socket module
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, fileno=fd)
+        sock = socket.socket(fileno=fd)  # family and type from the descriptor
         FrontMetricsReceiver(sock, worker.app.metrics, token).start()
 
     return post_worker_init

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -142,3 +143,28 @@ def _registry_with(collector, path):
     registry = CollectorRegistry()
     collector(registry, path=str(path))
     return registry
+
+
+def test_a_burst_waits_in_the_socket_while_nobody_reads():
+    """What nginx sends while every receiver is busy stays queued: 100 datagrams sent
+    without blocking, none read meanwhile, all received (a unix datagram socket would have
+    refused the 11th: net.unix.max_dgram_qlen, nginx drops what it cannot send)."""
+    sock = front_metrics.bind_socket()
+    address = sock.getsockname()
+    line = datagram(f"{TOKEN} /invocations 200 m 0.001")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            sender.setblocking(False)
+            for _ in range(100):
+                sender.sendto(line, address)
+        sock.settimeout(5)
+        received = [sock.recv(4096) for _ in range(100)]
+    finally:
+        sock.close()
+    assert received == [line] * 100
+
+
+def test_nginx_sends_to_the_loopback_port():
+    directive = front_metrics.nginx_access_log(4242)
+    assert "access_log syslog:server=127.0.0.1:4242,nohostname,tag=tfs_metrics " in directive
+    assert directive.rstrip().endswith("sagemaker_metrics if=$metrics_from_nginx;")

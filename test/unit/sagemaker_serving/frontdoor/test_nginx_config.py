@@ -36,7 +36,7 @@ class ServiceLink:
     """The Python service as nginx sees it (serve's ServiceProcess without the process)."""
 
     socket_path: str
-    metrics_socket: Path
+    metrics_port: int
     access: Access
     handles_invocations: bool
 
@@ -56,9 +56,7 @@ def render_variant(run_dir: Path, variant: str, nginx_dir: Path = NGINX_DIR) -> 
         default_model="" if multi_model else "half_plus_three",
         rest_ports=[8501, 8503],
         model_names=[] if multi_model else ["half_plus_three"],
-        service=ServiceLink(
-            str(sockets / "gunicorn.sock"), sockets / "front-metrics.sock", new_access(), user_code
-        ),
+        service=ServiceLink(str(sockets / "gunicorn.sock"), 9, new_access(), user_code),
         ready_file=run_dir / "ping" / "ready",
         shutdown_grace=17,
     )

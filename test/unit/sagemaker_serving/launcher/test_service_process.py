@@ -4,6 +4,7 @@ config file, command line, sockets, inherited descriptors), without starting it.
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 
@@ -65,8 +66,14 @@ def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path
 def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess):
     mode = stat.S_IMODE(service.socket_dir.stat().st_mode)
     assert mode == (0o700 if os.geteuid() != 0 else 0o2710)
-    assert stat.S_ISSOCK(service.metrics_socket.stat().st_mode)
     metrics_fd, token_fd = service.child.pass_fds
+    metrics = socket.socket(fileno=os.dup(metrics_fd))
+    try:  # the datagram socket nginx sends to: UDP on loopback, with a large receive buffer
+        assert metrics.type == socket.SOCK_DGRAM
+        assert metrics.getsockname() == ("127.0.0.1", service.metrics_port)
+        assert metrics.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) > 10 * 4096
+    finally:
+        metrics.close()
     assert option(service, "front-metrics-fd") == str(metrics_fd)
     assert option(service, "token-fd") == str(token_fd)
     assert read_token(token_fd) == service.access.token
