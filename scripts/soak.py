@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -72,7 +74,7 @@ def process_groups(server: ServeProcess) -> dict[str, int]:
             continue
         if "nginx" in command:
             groups["nginx"] += rss
-        elif "service_main" in command:
+        elif "sagemaker_serving.service.main" in command:
             groups["python-service"] += rss
         elif "model-server" in command or "model_server" in command:
             groups["model-server"] += rss
@@ -102,16 +104,39 @@ def run_wrk(url: str, script: Path, requests: int, connections: int, seconds: fl
     return result
 
 
+def counted(server: ServeProcess) -> float:
+    """/metrics: /invocations answered 200, over every process that counts."""
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    pattern = r'sagemaker_requests_total\{[^}]*route="/invocations"[^}]*status="200"[^}]*\} (\S+)'
+    return sum(float(value) for value in re.findall(pattern, text))
+
+
+def counted_at_least(server: ServeProcess, floor: float, seconds: float = 10.0) -> float:
+    """Counts arrive within a second or so: poll until `floor` or the deadline."""
+    deadline = time.monotonic() + seconds
+    while (count := counted(server)) < floor and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return count
+
+
 def soak(name: str, server: ServeProcess, script: Path, args: argparse.Namespace) -> dict:
     warm = run_wrk(server.url, script, 10**9, args.connections, args.warmup_seconds)
     rate = warm["requests"] / args.warmup_seconds
     before = process_groups(server)
+    time.sleep(1.0)  # the warm-up's last counts
+    counted_before = counted(server)
     # wrk runs its whole -d even when every thread has stopped: ask for about what it needs
     seconds = max(10.0, 2.0 * args.requests / max(rate, 1.0) + 5)
     result = run_wrk(server.url, script, args.requests, args.connections, seconds)
     after = process_groups(server)
     errors = sum(result[k] for k in ("non2xx", "connect", "read", "write", "timeout"))
-    growth = {k: (after[k] - before[k]) / before[k] for k in before if before[k]}
+    answered = result["requests"] - result["non2xx"]
+    metrics = counted_at_least(server, counted_before + answered) - counted_before
+    missing = [k for k, rss in before.items() if not rss]  # a renamed command would hide it
+    if missing:
+        raise SystemExit(f"{name}: no process found for {missing}")
+    growth = {k: (after[k] - before[k]) / before[k] for k in before}
     return {
         "path": name,
         "requests": result["requests"],
@@ -123,7 +148,9 @@ def soak(name: str, server: ServeProcess, script: Path, args: argparse.Namespace
         "rss_at_end_mib": {k: v >> 20 for k, v in after.items()},
         "growth": {k: round(v, 4) for k, v in growth.items()},
         "load_average": os.getloadavg()[0],
+        "metrics_counted": metrics,  # /metrics' count of what wrk saw answered 200
         "passed": errors == 0
+        and metrics >= answered
         and result["requests"] >= args.requests
         and all(v < GROWTH_LIMIT for v in growth.values()),
     }
@@ -160,7 +187,8 @@ def main() -> int:
         print(
             f"{r['path']}: {r['requests']} requests at concurrency {args.connections}, "
             f"{r['errors']} errors, p99 {r['detail']['p99_ms']} ms, "
-            f"{r['warmup_requests_per_second']} req/s in warm-up, load {r['load_average']:.1f}"
+            f"{r['warmup_requests_per_second']} req/s in warm-up, load {r['load_average']:.1f}; "
+            f"/metrics counted {r['metrics_counted']:.0f}"
         )
         for group, mib in r["rss_after_warmup_mib"].items():
             print(

@@ -73,7 +73,7 @@ def _group(proc: Any) -> str:
         ("tfs-model-server", "model_server"),
         ("tensorflow_model_server", "model_server"),
         ("gunicorn", "python_service"),
-        ("python_service", "python_service"),
+        ("sagemaker_serving.service.main", "python_service"),
         ("nginx", "nginx"),
     ):
         if needle in text:
