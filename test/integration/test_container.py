@@ -15,6 +15,8 @@ import pytest
 import requests
 from conftest import serve_stack
 
+from sagemaker_serving.service.metrics import FLUSH_SECONDS
+
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 
 
@@ -322,13 +324,28 @@ def _front_count(stack, route: str, status: int, model: str) -> float:
     return float(match.group(1)) if match else 0.0
 
 
+def _settled_counts(stack, keys, seconds: float = 10.0) -> list[float]:
+    """The counts once two reads a flush interval apart agree: each worker moves its figures
+    into /metrics within FLUSH_SECONDS (metrics.py), so a request just answered may not be
+    counted yet."""
+    deadline = time.monotonic() + seconds
+    counts = [_front_count(stack, *key) for key in keys]
+    while time.monotonic() < deadline:
+        time.sleep(2 * FLUSH_SECONDS)
+        again = [_front_count(stack, *key) for key in keys]
+        if again == counts:
+            return counts
+        counts = again
+    raise AssertionError(f"the counts did not settle within {seconds} s: {counts}")
+
+
 def test_front_metrics_count_what_nginx_answers_by_route_status_and_model(stack):
     keys = [
         ("/invocations", 200, "half_plus_two"),
         ("/invocations", 400, "half_plus_three"),
         ("/ping", 200, ""),
     ]
-    before = [_front_count(stack, *key) for key in keys]
+    before = _settled_counts(stack, keys)  # earlier tests' last counts have arrived
     for _ in range(3):
         assert post(stack, "1.0", attributes="tfs-model-name=half_plus_two").status_code == 200
     assert post(stack, "[[[", "application/json").status_code == 400

@@ -173,11 +173,11 @@ def test_a_handler_past_the_deadline_gets_504_and_the_worker_lives(classic):
 def test_ping_and_metrics(classic):
     assert requests.get(f"{classic.url}/ping", timeout=2).status_code == 200
     post(classic, '{"instances": [1.0]}')
-    text = requests.get(f"{classic.url}/metrics", timeout=5).text
-    assert (
-        'sagemaker_requests_total{model="half_plus_three",route="/invocations",status="200"}'
-        in text
-    )
+    line = 'sagemaker_requests_total{model="half_plus_three",route="/invocations",status="200"}'
+    deadline = time.monotonic() + 10  # a worker moves its figures in within FLUSH_SECONDS
+    while line not in (text := requests.get(f"{classic.url}/metrics", timeout=5).text):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.1)
     assert 'sagemaker_stage_duration_seconds_count{stage="model_server"}' in text
     assert 'sagemaker_stage_duration_seconds_count{stage="input_handler"}' in text
 
