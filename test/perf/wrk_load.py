@@ -8,13 +8,15 @@ takes a few percent, so the ratios it gives are the servers'.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-# wrk's Lua hooks: the body from a file, the status of every answer counted, one JSON line.
+# wrk's Lua hooks: the body from a file, the status of every answer counted, each thread
+# stopping after its share of requests when there is one (args[4], 0: none), one JSON line.
 SCRIPT = """
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
@@ -23,10 +25,13 @@ function init(args)
   wrk.method = "POST"
   wrk.headers["Content-Type"] = args[2]
   if args[3] ~= "" then wrk.headers["Accept"] = args[3] end
+  limit = tonumber(args[4]); count = 0
   bad = 0
 end
 function response(status, headers, body)
   if status ~= 200 then bad = bad + 1 end
+  count = count + 1
+  if limit > 0 and count >= limit then wrk.thread:stop() end
 end
 function done(summary, latency, requests)
   local non200 = 0
@@ -74,17 +79,20 @@ def post(
     connections: int,
     seconds: float,
     accept: str = "",
+    requests: int | None = None,
 ) -> Load:
-    """POST `body` to `url` on `connections` keep-alive connections for `seconds`."""
+    """POST `body` to `url` on `connections` keep-alive connections for `seconds`, or until
+    about `requests` were answered (each of wrk's threads stops after its share)."""
+    threads = min(2, connections)
     with tempfile.TemporaryDirectory(prefix="wrk-") as tmp:
         script, body_file = Path(tmp) / "post.lua", Path(tmp) / "body"
         script.write_text(SCRIPT)
         body_file.write_bytes(body)
         command = [
             "wrk",
-            f"-t{min(2, connections)}",
+            f"-t{threads}",
             f"-c{connections}",
-            f"-d{seconds:g}s",
+            f"-d{math.ceil(seconds)}s",  # whole seconds: wrk refuses fractions
             "--timeout",
             "60s",
             "-s",
@@ -94,6 +102,7 @@ def post(
             str(body_file),
             content_type,
             accept,
+            str(-(-requests // threads) if requests else 0),
         ]
         out = subprocess.run(
             command, capture_output=True, text=True, check=True, timeout=seconds + 120
