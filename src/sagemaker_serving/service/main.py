@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import email.utils
+import functools
 import os
 import socket
 import stat
@@ -62,18 +63,14 @@ def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: st
     util.write_nonblock(sock, head.encode("latin-1") + body)
 
 
-_dates: dict[int, str] = {}
-
-
 def http_date(timestamp: float | None = None) -> str:
     """gunicorn's `util.http_date`, formatted once per second instead of once per answer."""
-    second = int(time.time() if timestamp is None else timestamp)
-    text = _dates.get(second)
-    if text is None:
-        text = email.utils.formatdate(second, usegmt=True)
-        _dates.clear()
-        _dates[second] = text
-    return text
+    return _date_of_second(int(time.time() if timestamp is None else timestamp))
+
+
+@functools.lru_cache(maxsize=2)
+def _date_of_second(second: int) -> str:
+    return email.utils.formatdate(second, usegmt=True)
 
 
 def json_errors() -> None:

@@ -88,6 +88,11 @@ class ServiceMetrics:
         self.records_per_request = Histogram(
             "sagemaker_request_records", RECORDS_HELP, buckets=RECORD_BUCKETS, registry=registry
         )
+        self._histograms = {
+            _REQUEST: self.latency,
+            _STAGE: self.stages,
+            _RECORDS: self.records_per_request,
+        }
         self._pending: collections.deque[tuple[str, Any, float]] = collections.deque()
         self._flush_lock = threading.Lock()
         self._flusher: threading.Thread | None = None
@@ -148,11 +153,7 @@ class ServiceMetrics:
             for labels, count in counts.items():
                 self.requests.labels(*labels).inc(count)
             for (kind, key), values in observed.items():
-                histogram = {
-                    _REQUEST: self.latency,
-                    _STAGE: self.stages,
-                    _RECORDS: self.records_per_request,
-                }[kind]
+                histogram = self._histograms[kind]
                 observe_all(histogram if key is None else histogram.labels(key), values)
 
     def _start_flusher(self) -> None:
