@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from tfs_model_server import __version__
 from tfs_model_server.cli import flags
-from tfs_model_server.cli.tf_import import import_tensorflow
+from tfs_model_server.cli.tf_import import load_runtime
 
 
 def _configure_logging() -> None:
@@ -35,13 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if options.version:
-        tf = import_tensorflow()
+        runtime = load_runtime()
         print(f"TensorFlow ModelServer: tfs-model-server {__version__} (TensorFlow Python runtime)")
-        print(f"TensorFlow Library: {tf.__version__}")
+        print(f"TensorFlow Library: {runtime.version}")
         return 0
     _configure_logging()
-    tf = import_tensorflow()
-    tf.get_logger().setLevel(logging.ERROR)
+    load_runtime().get_logger().setLevel(logging.ERROR)
     from tfs_model_server.core import server
     from tfs_model_server.core.errors import ServingError
 

@@ -1,49 +1,66 @@
-"""TensorFlow imported without Keras: the model server's start-up is mostly `import tensorflow`.
+"""TensorFlow's runtime without `import tensorflow`'s API tree: the model server's start-up.
 
-`import tensorflow` ends by importing Keras ("an eager load ... so that registration of
-optimizers in the SavedModel registry" happens, in a try/except ImportError). The model server
-loads SavedModels into a session, as TF Serving does, and never needs Keras; importing it costs
-0.5-1.3 s (more when scikit-learn is installed beside it, which Keras's wrappers import). During
-the import only, `keras` fails to import; afterwards it imports normally (`tf.keras` still
-works if anything asks for it).
+`import tensorflow` runs the package's `__init__`, which imports every public API module
+(tf.data, tf.distribute, autograph, feature columns, the v1 compat tree ...) and then Keras:
+1.8 s on a 2-core machine, over half of it modules the model server never uses. Like TF
+Serving, the model server needs the C++ runtime with its kernels, Graph, Session, the
+SavedModel loader and a few tensor helpers (`tfs_model_server.core.tf_runtime`).
+
+`load_runtime()` puts a lazy `tensorflow` package in `sys.modules`, imports those modules
+(the C++ runtime loads with every kernel, as with the full import) and switches TF2
+behaviour on, as the package's `__init__` does. The first attribute anything reads from the
+`tensorflow` package itself (`tf.constant`, `tf.keras`) runs the real `__init__` into it, so
+other code that imports TensorFlow still gets all of it.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
+import importlib
+import importlib.util
 import sys
 from types import ModuleType
 
 
-class _NotNow(importlib.abc.Loader):
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
-        return None
+class LazyTensorFlow(ModuleType):
+    """The `tensorflow` package, its `__init__` not run until an attribute of it is read."""
 
-    def exec_module(self, module: ModuleType) -> None:
-        raise ImportError("keras is not imported while the model server imports TensorFlow")
-
-
-class _KerasLater(importlib.abc.MetaPathFinder):
-    """Finds `keras` where it is (TensorFlow looks up its folder) but will not run it."""
-
-    def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
-        if name != "keras":
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None:
-            spec.loader = _NotNow()
-        return spec
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        complete(self)
+        return getattr(self, name)
 
 
-def import_tensorflow() -> ModuleType:
-    """`import tensorflow`, without its eager import of Keras."""
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"]
-    finder = _KerasLater()
-    sys.meta_path.insert(0, finder)
-    try:
-        import tensorflow
-    finally:
-        sys.meta_path.remove(finder)
-    return tensorflow
+def complete(package: ModuleType) -> None:
+    """Run TensorFlow's own `__init__` into the lazy package (once)."""
+    if type(package) is not LazyTensorFlow:
+        return
+    package.__class__ = ModuleType  # no more __getattr__: the real init reads its own globals
+    spec = package.__spec__
+    assert spec is not None and spec.loader is not None
+    spec.loader.exec_module(package)
+
+
+def _lazy_package() -> ModuleType:
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or spec.submodule_search_locations is None:
+        raise ImportError("tensorflow is not installed")
+    package = LazyTensorFlow("tensorflow")
+    package.__spec__ = spec
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__file__ = spec.origin
+    package.__loader__ = spec.loader
+    package.__package__ = "tensorflow"
+    return package
+
+
+def load_runtime() -> ModuleType:
+    """TensorFlow's runtime modules the model server uses; the API tree only when asked for."""
+    if "tensorflow" not in sys.modules:
+        sys.modules["tensorflow"] = _lazy_package()
+    from tensorflow.python import tf2
+    from tensorflow.python.compat import v2_compat
+
+    tf2.enable()
+    v2_compat.enable_v2_behavior()
+    return importlib.import_module("tfs_model_server.core.tf_runtime")

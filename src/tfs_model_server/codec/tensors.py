@@ -157,9 +157,9 @@ def _np_dtype(dtype: int) -> Any:
     if dtype in _NP_DTYPES:
         return _NP_DTYPES[dtype]
     try:
-        import tensorflow as tf
+        from tfs_model_server.core import tf_runtime
 
-        return tf.dtypes.as_dtype(dtype).as_numpy_dtype
+        return tf_runtime.as_dtype(dtype).as_numpy_dtype
     except (TypeError, ValueError):
         return object
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
+from tfs_model_server.core import tf_runtime
 from tfs_model_server.core.errors import (
     Code,
     ServingError,
@@ -81,7 +81,7 @@ def as_serving_error(exc: BaseException) -> ServingError:
     """Translate a TensorFlow runtime error into a ServingError with the same code."""
     if isinstance(exc, ServingError):
         return exc
-    if isinstance(exc, tf.errors.OpError):
+    if isinstance(exc, tf_runtime.OpError):
         code = _CODES_BY_NUMBER.get(exc.error_code, Code.UNKNOWN)
         return ServingError(code, exc.message)
     if isinstance(exc, (TypeError, ValueError)):
@@ -106,11 +106,11 @@ class Servable:
         self.version = version
         self.path = Path(path)
         self.timeout_ms = timeout_ms
-        self._graph = tf.Graph()
-        self._session = tf.compat.v1.Session(graph=self._graph, config=config or session_config())
+        self._graph = tf_runtime.Graph()
+        self._session = tf_runtime.Session(graph=self._graph, config=config or session_config())
         try:
             with self._graph.as_default():
-                self.meta_graph = tf.compat.v1.saved_model.loader.load(
+                self.meta_graph = tf_runtime.load_saved_model(
                     self._session, list(tags), str(self.path)
                 )
         except BaseException:
@@ -226,7 +226,7 @@ def default_inputs(signature: Signature, given: Mapping[str, np.ndarray]) -> dic
     merged = dict(given)
     for alias, proto in signature.proto.defaults.items():
         if alias not in merged:
-            merged[alias] = tf.make_ndarray(proto)
+            merged[alias] = tf_runtime.make_ndarray(proto)
     return merged
 
 

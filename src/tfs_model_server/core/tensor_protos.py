@@ -7,9 +7,9 @@ not tensor_content; requests may use either form.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 
+from tfs_model_server.core import tf_runtime
 from tfs_model_server.core.errors import invalid_argument
 
 _FIELD_BY_DTYPE = {
@@ -32,7 +32,7 @@ _FIELD_BY_DTYPE = {
 def to_ndarray(proto: tensor_pb2.TensorProto, alias: str = "") -> np.ndarray:
     """Decode a request tensor; malformed protos are INVALID_ARGUMENT 'tensor parsing error'."""
     try:
-        return tf.make_ndarray(proto)
+        return tf_runtime.make_ndarray(proto)
     except Exception as exc:
         raise invalid_argument(f"tensor parsing error: {alias}") from exc
 
@@ -40,7 +40,9 @@ def to_ndarray(proto: tensor_pb2.TensorProto, alias: str = "") -> np.ndarray:
 def to_proto(array: np.ndarray) -> tensor_pb2.TensorProto:
     """Encode an output tensor the way TF Serving's Predict does (AsProtoField)."""
     array = np.asarray(array)
-    dtype = tf.as_dtype(array.dtype if array.dtype != object else tf.string).as_datatype_enum
+    dtype = tf_runtime.as_dtype(
+        array.dtype if array.dtype != object else tf_runtime.string
+    ).as_datatype_enum
     proto = tensor_pb2.TensorProto(
         dtype=dtype,
         tensor_shape=tensor_shape_pb2.TensorShapeProto(

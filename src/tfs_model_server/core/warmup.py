@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
+from tfs_model_server.core import tf_runtime
 from tfs_model_server.core.errors import ServingError, invalid_argument, unimplemented
 from tfs_model_server.core.example_inputs import serialized_examples
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
@@ -35,7 +35,7 @@ def read_warmup_logs(version_dir: Path) -> list[prediction_log_pb2.PredictionLog
         return []
     logs = []
     try:
-        for i, record in enumerate(tf.data.TFRecordDataset(str(path)).as_numpy_iterator()):
+        for i, record in enumerate(tf_runtime.tf_record_iterator(str(path))):
             if i >= MAX_WARMUP_RECORDS:
                 raise invalid_argument(
                     f"Number of warmup records exceeds the maximum ({MAX_WARMUP_RECORDS}) at {path}"
@@ -43,7 +43,7 @@ def read_warmup_logs(version_dir: Path) -> list[prediction_log_pb2.PredictionLog
             entry = prediction_log_pb2.PredictionLog()
             entry.ParseFromString(record)
             logs.append(entry)
-    except tf.errors.OpError as exc:
+    except tf_runtime.OpError as exc:
         raise invalid_argument(f"Failed to read warmup file {path}: {exc.message}") from exc
     except Exception as exc:
         if isinstance(exc, ServingError):
@@ -57,7 +57,7 @@ def replay(entry: prediction_log_pb2.PredictionLog, servable: Servable, plane: D
     kind = entry.WhichOneof("log_type")
     if kind == "predict_log":
         request = entry.predict_log.request
-        inputs = {k: tf.make_ndarray(v) for k, v in request.inputs.items()}
+        inputs = {k: tf_runtime.make_ndarray(v) for k, v in request.inputs.items()}
         plane.predict_on(
             servable, request.model_spec.signature_name, inputs, list(request.output_filter)
         )
