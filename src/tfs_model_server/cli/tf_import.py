@@ -35,7 +35,8 @@ def complete(package: ModuleType) -> None:
     """Run TensorFlow's own `__init__` into the lazy package (once)."""
     if type(package) is not LazyTensorFlow:
         return
-    package.__class__ = ModuleType  # no more __getattr__: the real init reads its own globals
+    # no more __getattr__ while the real init runs (it reads its own globals)
+    package.__class__ = ModuleType  # type: ignore[assignment]
     spec = package.__spec__
     assert spec is not None and spec.loader is not None
     spec.loader.exec_module(package)
