@@ -32,6 +32,12 @@ FORGED_REPORT_SECONDS = 60.0
 _MAX_DATAGRAM = 4096
 LOOPBACK = "127.0.0.1"
 RECEIVE_BUFFER = 4 << 20  # asked for; Linux grants up to twice net.core.rmem_max
+# The receiver wakes once per batch, not per datagram (a thread wake-up costs about ten times
+# the 2-3 us of counting one): after a small batch it pauses, far less than the buffer's
+# ~500 datagrams take to arrive even at 10,000 requests/s; after a large one it reads on.
+PAUSE_SECONDS = 0.005
+SMALL_BATCH = 32
+MAX_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -109,10 +115,23 @@ class FrontMetricsReceiver:
     def _serve(self) -> None:
         while True:
             try:
-                data = self.sock.recv(_MAX_DATAGRAM)
+                batch = self._drain()
             except OSError:
                 return  # closed
-            self.handle(data)
+            for data in batch:
+                self.handle(data)
+            if len(batch) < SMALL_BATCH:
+                time.sleep(PAUSE_SECONDS)  # let a few arrive: one wake-up for many requests
+
+    def _drain(self) -> list[bytes]:
+        """Every datagram queued (at least one, waiting for it), up to MAX_BATCH."""
+        batch = [self.sock.recv(_MAX_DATAGRAM)]
+        while len(batch) < MAX_BATCH:
+            try:
+                batch.append(self.sock.recv(_MAX_DATAGRAM, socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                break
+        return batch
 
     def handle(self, data: bytes) -> None:
         parts = split_datagram(data)

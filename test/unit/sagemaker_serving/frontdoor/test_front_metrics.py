@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -168,3 +169,42 @@ def test_nginx_sends_to_the_loopback_port():
     directive = front_metrics.nginx_access_log(4242)
     assert "access_log syslog:server=127.0.0.1:4242,nohostname,tag=tfs_metrics " in directive
     assert directive.rstrip().endswith("sagemaker_metrics if=$metrics_from_nginx;")
+
+
+def test_the_receiver_counts_bursts_whole_with_one_wake_up_per_batch():
+    """A running receiver waits for datagrams once per batch (what is queued then is read
+    without waiting), not once per datagram, and counts every datagram of bursts larger than
+    a batch (MAX_BATCH)."""
+
+    class CountedSocket:
+        def __init__(self, sock: socket.socket) -> None:
+            self.sock, self.waits = sock, 0
+
+        def recv(self, size: int, flags: int = 0) -> bytes:
+            self.waits += not flags & socket.MSG_DONTWAIT
+            return self.sock.recv(size, flags)
+
+        def close(self) -> None:
+            self.sock.close()
+
+    sock = CountedSocket(front_metrics.bind_socket())
+    address = sock.sock.getsockname()
+    r = FrontMetricsReceiver(sock, ServiceMetrics(), TOKEN).start()  # type: ignore[arg-type]
+    bursts, size = 2, 300
+    expected = (
+        'sagemaker_requests_total{model="m",route="/invocations",status="200"} '
+        f"{float(bursts * size)}"
+    )
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
+            for _ in range(bursts):
+                for _ in range(size):
+                    sender.sendto(datagram(f"{TOKEN} /invocations 200 m 0.001"), address)
+                time.sleep(0.05)
+        deadline = time.monotonic() + 10
+        while expected not in text(r.metrics) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        r.close()
+    assert expected in text(r.metrics)
+    assert sock.waits < bursts * size / 10
