@@ -168,8 +168,9 @@ class Settings:
     gunicorn_worker_class: str = env(
         "SAGEMAKER_GUNICORN_WORKER_CLASS", choice(GUNICORN_WORKER_CLASSES), "gthread"
     )
-    """gunicorn worker class: sync, gthread, gevent (gevent must be installed; the AWS
-    container's default was gevent, which stalls on CPU-bound handlers)"""
+    """gunicorn worker class: sync, gthread (ours answers a kept-alive connection's next
+    request on the same thread when it comes within 2 ms), gevent (gevent must be installed;
+    the AWS container's default was gevent, which stalls on CPU-bound handlers)"""
     gunicorn_log_level: str = env(
         "SAGEMAKER_GUNICORN_LOGLEVEL", choice(GUNICORN_LOG_LEVELS), "info"
     )

@@ -24,6 +24,7 @@ from sagemaker_serving.config.access import read_token
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import LOG_FORMATS
 from sagemaker_serving.frontdoor.front_metrics import FrontMetricsReceiver
+from sagemaker_serving.service import linger_worker
 from sagemaker_serving.service.app import create_app, guarded
 from sagemaker_serving.service.metrics import ServiceMetrics
 
@@ -145,7 +146,9 @@ def main(argv: list[str] | None = None) -> None:
         "umask": args.umask,
         "workers": args.workers,
         "threads": args.threads,
-        "worker_class": args.worker_class,
+        "worker_class": linger_worker.WORKER_CLASS
+        if args.worker_class == "gthread"
+        else args.worker_class,
         "timeout": args.timeout,
         "graceful_timeout": 3,  # within serve's BACKEND_STOP_SECONDS (serve.py)
         "keepalive": 75,
