@@ -9,7 +9,7 @@ same thread, while the pool has a thread to spare, and answers it there.
 
 from __future__ import annotations
 
-import selectors
+import select
 
 from gunicorn.workers.gthread import ThreadWorker
 
@@ -48,6 +48,6 @@ class LingeringThreadWorker(ThreadWorker):
             return True
         if self.busy >= self.cfg.threads:
             return False  # a request may be waiting for this thread
-        with selectors.DefaultSelector() as waiting:
-            waiting.register(conn.sock, selectors.EVENT_READ)
-            return bool(waiting.select(self.linger_seconds))
+        waiting = select.poll()  # one system call (an epoll selector would make four)
+        waiting.register(conn.sock, select.POLLIN)
+        return bool(waiting.poll(self.linger_seconds * 1000))

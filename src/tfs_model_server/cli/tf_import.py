@@ -15,7 +15,6 @@ other code that imports TensorFlow still gets all of it.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import sys
 from types import ModuleType
@@ -59,9 +58,7 @@ def load_runtime() -> ModuleType:
     """TensorFlow's runtime modules the model server uses; the API tree only when asked for."""
     if "tensorflow" not in sys.modules:
         sys.modules["tensorflow"] = _lazy_package()
-    from tensorflow.python import tf2
     from tensorflow.python.compat import v2_compat
 
-    tf2.enable()
-    v2_compat.enable_v2_behavior()
+    v2_compat.enable_v2_behavior()  # tf2.enable() and the rest, as the package's __init__
     return importlib.import_module("tfs_model_server.core.tf_runtime")

@@ -2,7 +2,7 @@
 
 They come from TensorFlow's own modules rather than the `tf.` API tree, so that the model
 server starts without importing that tree (see `tfs_model_server.cli.tf_import`). TensorFlow
-is pinned, and `test_tf_runtime.py` checks each name against its public `tf.` twin.
+is pinned, and `test_tf_import.py` checks each name against its public `tf.` twin.
 """
 
 from __future__ import annotations
