@@ -133,8 +133,38 @@ def test_float32_any_bit_pattern(bit_patterns):
 def test_float32_chunks_give_the_same_text(monkeypatch, chunk, shape, row):
     array = np.random.default_rng(9).standard_normal(shape).astype(F32)
     expected = tfs_rest_json.predict_response({"y": array}, row)
+    monkeypatch.setattr(tfs_rest_json, "SCALAR_MAX", 0)  # every size through the tables
     monkeypatch.setattr(tfs_rest_json, "_CHUNK", chunk)
     assert tfs_rest_json.predict_response({"y": array}, row) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=tfs_rest_json.SCALAR_MAX + 2),
+    st.integers(1, 8),
+)
+def test_float32_small_vectors_per_value_give_the_tables_text(bit_patterns, group):
+    values = np.array(bit_patterns, dtype=np.uint32).view(F32)
+    group = min(group, values.size)
+    with np.errstate(invalid="ignore"):
+        tables = tfs_rest_json.float32_text(values, group, ", ")
+    assert tfs_rest_json.float32_joined(values, group, ", ") == tables
+
+
+def test_float32_small_vectors_skip_the_tables(monkeypatch):
+    """Up to SCALAR_MAX values are written by decimal() alone (the tables' fixed cost is
+    ~0.1 ms), past it by the tables."""
+    calls = []
+    table_text = tfs_rest_json.float32_text
+    monkeypatch.setattr(
+        tfs_rest_json, "float32_text", lambda *a: calls.append(a[0].size) or table_text(*a)
+    )
+    small = np.arange(tfs_rest_json.SCALAR_MAX, dtype=F32) / 3
+    large = np.arange(tfs_rest_json.SCALAR_MAX + 1, dtype=F32) / 3
+    assert tfs_rest_json.float32_joined(small, 4, ",") == table_text(small, 4, ",")
+    assert calls == []
+    assert tfs_rest_json.float32_joined(large, 5, ",") == table_text(large, 5, ",")
+    assert calls == [large.size]
 
 
 @settings(max_examples=200, deadline=None)
