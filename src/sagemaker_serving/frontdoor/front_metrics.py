@@ -4,12 +4,12 @@ nginx writes one syslog datagram per such request to a loopback UDP port: `secre
 status model seconds` (the run's secret: service_access.py; anything without it is dropped).
 UDP, not a unix socket: Linux queues at most net.unix.max_dgram_qlen (10) datagrams on a unix
 datagram socket and nginx drops what does not fit, which lost hundreds of counts a minute
-under load; a UDP socket queues up to its receive buffer (RECEIVE_BUFFER, about 500
-datagrams), and lost none in the same test. Each gunicorn worker counts what it receives in
-its own Prometheus values (multiprocess mode adds them up), so /metrics covers every request
-of the front door. Nothing runs in the gunicorn master: a thread there could hold
-prometheus_client's lock while the master forks a worker, which would then wait for it
-forever.
+under load; a UDP socket queues up to its receive buffer (RECEIVE_BUFFER, capped by
+net.core.rmem_max: about 500 datagrams by default), and lost none in the same test. Each
+gunicorn worker counts what it receives in its own Prometheus values (multiprocess mode adds
+them up), so /metrics covers every request of the front door. Nothing runs in the gunicorn
+master: a thread there could hold prometheus_client's lock while the master forks a worker,
+which would then wait for it forever.
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ _MAX_DATAGRAM = 4096
 LOOPBACK = "127.0.0.1"
 RECEIVE_BUFFER = 4 << 20  # asked for; Linux grants up to twice net.core.rmem_max
 # The receiver wakes once per batch, not per datagram (a thread wake-up costs about ten times
-# the 2-3 us of counting one): after a small batch it pauses, far less than the buffer's
-# ~500 datagrams take to arrive even at 10,000 requests/s; after a large one it reads on.
-PAUSE_SECONDS = 0.005
+# the 2-3 us of counting one): after a small batch it pauses for as long as SAFE_RATE
+# datagrams/s would take to fill the buffer the kernel granted (5 ms for Linux's default
+# ~500 datagrams, 20 ms at most); after a large batch it reads on.
 SMALL_BATCH = 32
 MAX_BATCH = 256
+DATAGRAM_BYTES = 1024  # receive-buffer memory one datagram takes, rounded up (832 measured)
+SAFE_RATE = 80_000
+MIN_PAUSE, MAX_PAUSE = 0.005, 0.02
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,11 @@ def nginx_access_log(port: int) -> str:
     )
 
 
+def pause_seconds(receive_buffer: int) -> float:
+    """The receiver's pause after a small batch, for a receive buffer of that many bytes."""
+    return min(MAX_PAUSE, max(MIN_PAUSE, receive_buffer // DATAGRAM_BYTES / SAFE_RATE))
+
+
 def bind_socket() -> socket.socket:
     """The datagram socket nginx sends to, on a free loopback port; serve binds it before
     nginx starts (no lost or refused datagrams) and hands it to each Python service process
@@ -106,9 +114,11 @@ class FrontMetricsReceiver:
         self.token = token.encode()
         self.forged = 0
         self._reported_at = -math.inf
+        self.pause = MIN_PAUSE  # start() sets it for the socket's buffer
         self.thread = threading.Thread(target=self._serve, name="front-metrics", daemon=True)
 
     def start(self) -> FrontMetricsReceiver:
+        self.pause = pause_seconds(self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
         self.thread.start()
         return self
 
@@ -121,7 +131,7 @@ class FrontMetricsReceiver:
             for data in batch:
                 self.handle(data)
             if len(batch) < SMALL_BATCH:
-                time.sleep(PAUSE_SECONDS)  # let a few arrive: one wake-up for many requests
+                time.sleep(self.pause)  # let a few arrive: one wake-up for many requests
 
     def _drain(self) -> list[bytes]:
         """Every datagram queued (at least one, waiting for it), up to MAX_BATCH."""

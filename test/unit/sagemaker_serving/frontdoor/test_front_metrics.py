@@ -171,6 +171,29 @@ def test_nginx_sends_to_the_loopback_port():
     assert directive.rstrip().endswith("sagemaker_metrics if=$metrics_from_nginx;")
 
 
+@pytest.mark.parametrize(
+    ("receive_buffer", "pause"),
+    [
+        (212992, 0.005),  # net.core.rmem_max 106496: 208 datagrams, never under 5 ms
+        (425984, 416 / 80_000),  # Linux's default 212992, doubled: 416 datagrams
+        (1 << 20, 1024 / 80_000),
+        (8 << 20, 0.02),  # a large buffer: 20 ms at most
+    ],
+)
+def test_the_pause_leaves_room_in_the_granted_buffer(receive_buffer, pause):
+    assert front_metrics.pause_seconds(receive_buffer) == pytest.approx(pause)
+
+
+def test_the_receiver_pauses_for_its_own_socket():
+    sock = front_metrics.bind_socket()
+    try:
+        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        r = FrontMetricsReceiver(sock, ServiceMetrics(), TOKEN).start()
+        assert r.pause == front_metrics.pause_seconds(granted)
+    finally:
+        sock.close()
+
+
 def test_the_receiver_counts_bursts_whole_with_one_wake_up_per_batch():
     """A running receiver waits for datagrams once per batch (what is queued then is read
     without waiting), not once per datagram, and counts every datagram of bursts larger than
@@ -183,6 +206,9 @@ def test_the_receiver_counts_bursts_whole_with_one_wake_up_per_batch():
         def recv(self, size: int, flags: int = 0) -> bytes:
             self.waits += not flags & socket.MSG_DONTWAIT
             return self.sock.recv(size, flags)
+
+        def getsockopt(self, level: int, option: int) -> int:
+            return self.sock.getsockopt(level, option)
 
         def close(self) -> None:
             self.sock.close()
