@@ -204,8 +204,6 @@ def float32_joined(flat: np.ndarray, group: int, sep: str) -> list[str]:
     (its tables take ~150 bytes a value): whole groups per chunk, or a group's parts joined."""
     if flat.size <= SCALAR_MAX:
         tokens = [decimal(value, True) for value in flat.tolist()]
-        if group >= len(tokens):
-            return [sep.join(tokens)]
         return [sep.join(tokens[i : i + group]) for i in range(0, len(tokens), group)]
     if group > _CHUNK:
         return [

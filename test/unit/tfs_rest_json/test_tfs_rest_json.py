@@ -165,6 +165,7 @@ def test_float32_small_vectors_skip_the_tables(monkeypatch):
     assert calls == []
     assert tfs_rest_json.float32_joined(large, 5, ",") == table_text(large, 5, ",")
     assert calls == [large.size]
+    assert tfs_rest_json.float32_joined(np.zeros(0, dtype=F32), 3, ",") == []  # no groups
 
 
 @settings(max_examples=200, deadline=None)
