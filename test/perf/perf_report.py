@@ -69,7 +69,7 @@ class Row:
     unit: str = "ratio"
     load: float | None = None
     detail: dict = field(default_factory=dict)
-    measured: str = ""  # the figures the ratio divides, as the report shows them
+    figures: str = ""  # what the ratio divides, as the report shows it
 
     def met(self) -> bool | None:
         if self.value is None:
@@ -171,7 +171,7 @@ def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             ratio(measured, "json"),
             load=load,
             detail=measured,
-            measured=rates(measured, "json"),
+            figures=rates(measured, "json"),
         ),
         Row(
             "csv_fast",
@@ -180,7 +180,7 @@ def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             ratio(measured, "csv"),
             load=load,
             detail=measured,
-            measured=rates(measured, "csv"),
+            figures=rates(measured, "csv"),
         ),
     ]
 
@@ -208,7 +208,7 @@ def pass_through_rows(work: Path, args: argparse.Namespace) -> list[Row]:
                     ratio(measured, "handler"),
                     load=load_average(),
                     detail=measured,
-                    measured=rates(measured, "handler"),
+                    figures=rates(measured, "handler"),
                 )
             )
     return rows
@@ -243,7 +243,7 @@ def jpeg_row(work: Path, args: argparse.Namespace) -> Row:
         ratio(measured, "inference_py"),
         load=load,
         detail=measured,
-        measured=rates(measured, "inference_py"),
+        figures=rates(measured, "inference_py"),
     )
 
 
@@ -273,7 +273,7 @@ def cold_start_row(work: Path, args: argparse.Namespace) -> Row:
         unit="s",
         load=load_average(),
         detail={"starts_s": seconds},
-        measured=f"starts {min(seconds):.2f}-{max(seconds):.2f} s",
+        figures=f"starts {min(seconds):.2f}-{max(seconds):.2f} s",
     )
 
 
@@ -321,7 +321,7 @@ def batch_rows(work: Path, args: argparse.Namespace) -> list[Row]:
                     "images_per_second": sides[side]["images_per_second"],
                     "forward_images_per_second": forward,
                 },
-                measured=f"{sides[side]['images_per_second']:.2f} / {forward:.2f} images/s",
+                figures=f"{sides[side]['images_per_second']:.2f} / {forward:.2f} images/s",
             )
         )
     return rows
@@ -344,7 +344,7 @@ def write_markdown(rows: list[Row], path: Path, args: argparse.Namespace) -> Non
         )
         met = {True: "yes", False: "no", None: "n/a"}[row.met()]
         lines.append(
-            f"| {row.label} | {value} | {row.goal} | {met} | {row.measured} | {row.load} |"
+            f"| {row.label} | {value} | {row.goal} | {met} | {row.figures} | {row.load} |"
         )
     lines += ["", "![ratios](report.png)", ""]
     path.write_text("\n".join(lines))
