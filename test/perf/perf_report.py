@@ -343,9 +343,7 @@ def write_markdown(rows: list[Row], path: Path, args: argparse.Namespace) -> Non
             "n/a" if row.value is None else f"{row.value:.3f}" + (" s" if row.unit == "s" else "")
         )
         met = {True: "yes", False: "no", None: "n/a"}[row.met()]
-        lines.append(
-            f"| {row.label} | {value} | {row.goal} | {met} | {row.figures} | {row.load} |"
-        )
+        lines.append(f"| {row.label} | {value} | {row.goal} | {met} | {row.figures} | {row.load} |")
     lines += ["", "![ratios](report.png)", ""]
     path.write_text("\n".join(lines))
 
