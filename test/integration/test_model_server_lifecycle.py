@@ -75,6 +75,49 @@ def test_failed_load_ends_start_up(tmp_path):
     assert "Failed to start server" in server.log()
 
 
+def test_the_session_config_file_reaches_every_session(tmp_path):
+    """A file that leaves TF no CPU device makes the load fail (so the file is applied); one
+    that turns thread spinning off serves as before."""
+    base = tmp_path / "hp"
+    em.half_plus_two_tf1(base, version=1)
+    no_cpu = tmp_path / "no_cpu.config"
+    no_cpu.write_text('device_count { key: "CPU" value: 0 }\n')
+    server = start_once(
+        [f"--model_base_path={base}", f"--tensorflow_session_config_file={no_cpu}"],
+        tmp_path / "log-no-cpu",
+    )
+    try:
+        assert server.proc.wait(60) != 0
+    finally:
+        server.stop()
+    assert "No CPU devices are available in this process" in server.log()
+    assert "Failed to start server" in server.log()
+    quiet = tmp_path / "quiet.config"
+    quiet.write_text("experimental { disable_thread_spinning: true }\n")
+    with model_server(
+        [
+            f"--model_base_path={base}",
+            "--model_name=hp",
+            f"--tensorflow_session_config_file={quiet}",
+            "--tensorflow_intra_op_parallelism=1",
+        ],
+        tmp_path / "log-quiet",
+        "hp",
+    ) as server:
+        reply = requests.post(
+            f"{server.rest}/v1/models/hp:predict", json={"instances": [1.0, 2.0]}, timeout=10
+        )
+        assert reply.json() == {"predictions": [2.5, 3.0]}
+
+
+def test_a_session_config_file_that_does_not_parse_stops_the_start(tmp_path):
+    config = tmp_path / "session.config"
+    config.write_text("intra_op_parallelism_threads: many\n")
+    result = run_cli(f"--model_base_path={tmp_path}", f"--tensorflow_session_config_file={config}")
+    assert result.returncode == 1
+    assert f"Failed to start server. Error: Invalid protobuf file: '{config}'" in result.stdout
+
+
 def test_new_versions_are_polled_and_old_ones_unloaded(tmp_path):
     base = tmp_path / "hp"
     em.half_plus_two_tf1(base, version=1)

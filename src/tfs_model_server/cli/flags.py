@@ -46,6 +46,7 @@ class ServerOptions:
     tensorflow_session_parallelism: int = 0
     tensorflow_intra_op_parallelism: int = 0
     tensorflow_inter_op_parallelism: int = 0
+    tensorflow_session_config_file: str = ""
     saved_model_tags: str = "serve"
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = 4 * _CPUS
@@ -65,7 +66,6 @@ IGNORED_FLAGS: dict[str, Any] = {
     "num_load_threads": 0,
     "num_unload_threads": 0,
     "flush_filesystem_caches": True,
-    "tensorflow_session_config_file": "",
     "use_alts_credentials": False,
     "ssl_config_file": "",
     "platform_config_file": "",
@@ -179,14 +179,6 @@ def validate(options: ServerOptions) -> None:
             raise FlagError(f"Illegal value for flag --{name}: {getattr(options, name)}")
     if options.batching_parameters_file and not options.enable_batching:
         raise FlagError("--batching_parameters_file is set without --enable_batching")
-    if options.tensorflow_session_parallelism and (
-        options.tensorflow_intra_op_parallelism or options.tensorflow_inter_op_parallelism
-    ):
-        raise FlagError(
-            "Either configure --tensorflow_session_parallelism or "
-            "(--tensorflow_intra_op_parallelism, --tensorflow_inter_op_parallelism). "
-            "Both can not be set."
-        )
     for name in ("rest_api_num_threads", "grpc_max_threads"):
         if getattr(options, name) <= 0:
             raise FlagError(f"Illegal value for flag --{name}: must be positive")

@@ -38,6 +38,9 @@ DEFAULT_SIGNATURE = "serving_default"
 _CODES_BY_NUMBER = {code.number: code for code in Code}
 
 Callable_ = Callable[..., list[np.ndarray]]
+# Without a config (session_options.session_config builds the server's): TF picks the thread
+# counts, and a model exported with GPU placements runs on CPU.
+_DEFAULT_CONFIG = config_pb2.ConfigProto(allow_soft_placement=True)
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,6 @@ def _signature(key: str, proto: meta_graph_pb2.SignatureDef) -> Signature:
         inputs={alias: _spec(alias, info) for alias, info in proto.inputs.items()},
         outputs={alias: _spec(alias, info) for alias, info in proto.outputs.items()},
         proto=proto,
-    )
-
-
-def session_config(intra_op_threads: int = 0, inter_op_threads: int = 0) -> config_pb2.ConfigProto:
-    """The ConfigProto every servable's Session is created with (0 = TF chooses)."""
-    return config_pb2.ConfigProto(
-        intra_op_parallelism_threads=intra_op_threads,
-        inter_op_parallelism_threads=inter_op_threads,
-        allow_soft_placement=True,
     )
 
 
@@ -107,7 +101,7 @@ class Servable:
         self.path = Path(path)
         self.timeout_ms = timeout_ms
         self._graph = tf_runtime.Graph()
-        self._session = tf_runtime.Session(graph=self._graph, config=config or session_config())
+        self._session = tf_runtime.Session(graph=self._graph, config=config or _DEFAULT_CONFIG)
         try:
             with self._graph.as_default():
                 self.meta_graph = tf_runtime.load_saved_model(
@@ -241,5 +235,4 @@ __all__ = [
     "as_serving_error",
     "default_inputs",
     "predict_plan",
-    "session_config",
 ]

@@ -26,7 +26,8 @@ from tfs_model_server.core import config_protos
 from tfs_model_server.core.dataplane import DataPlane
 from tfs_model_server.core.errors import Code, ServingError, invalid_argument
 from tfs_model_server.core.manager import ModelConfig, ModelManager
-from tfs_model_server.core.servable import Servable, session_config
+from tfs_model_server.core.servable import Servable
+from tfs_model_server.core.session_options import session_config
 from tfs_model_server.core.warmup import run_warmup
 
 log = logging.getLogger(__name__)
@@ -74,13 +75,11 @@ class ModelServer:
 
     def __init__(self, options: flags.ServerOptions) -> None:
         self.options = options
+        self.session_config = session_config(options)  # refuses a bad file or thread flags
         self.metrics = ServingMetrics()
         self.scheduler = (
             SharedBatchScheduler(batching_options(options)) if options.enable_batching else None
         )
-        intra = options.tensorflow_intra_op_parallelism or options.tensorflow_session_parallelism
-        inter = options.tensorflow_inter_op_parallelism or options.tensorflow_session_parallelism
-        self.session_config = session_config(intra, inter)
         self.tags = [t.strip() for t in options.saved_model_tags.split(",") if t.strip()]
         self.manager = ModelManager(
             self._load,
@@ -271,7 +270,12 @@ def run(options: flags.ServerOptions) -> int:
 
 def check_files(options: flags.ServerOptions) -> None:
     """Fail early, with the file's name, on config files that cannot be read."""
-    for name in ("model_config_file", "batching_parameters_file", "monitoring_config_file"):
+    for name in (
+        "model_config_file",
+        "batching_parameters_file",
+        "monitoring_config_file",
+        "tensorflow_session_config_file",
+    ):
         path = getattr(options, name)
         if path and not os.path.isfile(path):
             raise invalid_argument(f"--{name}: no such file: {path}")

@@ -58,14 +58,6 @@ def test_parse_errors(argv: list[str], message: str) -> None:
             ["--model_base_path=/m", "--batching_parameters_file=/b"],
             "--batching_parameters_file is set without --enable_batching",
         ),
-        (
-            [
-                "--model_base_path=/m",
-                "--tensorflow_session_parallelism=2",
-                "--tensorflow_intra_op_parallelism=2",
-            ],
-            "Either configure --tensorflow_session_parallelism or",
-        ),
         (["--model_base_path=/m", "--grpc_max_threads=0"], "Illegal value for flag --grpc_max"),
     ],
 )

@@ -65,6 +65,28 @@ def test_check_files_names_the_missing_one(tmp_path: Path) -> None:
     assert info.value.message == f"--monitoring_config_file: no such file: {missing}"
 
 
+def test_check_files_covers_the_session_config(tmp_path: Path) -> None:
+    missing = tmp_path / "session.config"
+    with pytest.raises(ServingError) as info:
+        check_files(_options(f"--tensorflow_session_config_file={missing}"))
+    assert info.value.message == f"--tensorflow_session_config_file: no such file: {missing}"
+
+
+def test_run_refuses_all_three_thread_flags_as_tf_serving_does(capsys) -> None:
+    options = _options(
+        "--model_base_path=/m",
+        "--tensorflow_session_parallelism=2",
+        "--tensorflow_intra_op_parallelism=2",
+        "--tensorflow_inter_op_parallelism=2",
+        f"--port={free_port()}",
+        "--bind_address=127.0.0.1",
+    )
+    assert run(options) == 1
+    assert "Failed to start server. Error: Either configure server_options." in (
+        capsys.readouterr().out
+    )
+
+
 def test_run_reports_a_failed_start(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad" / "1"
     bad.mkdir(parents=True)
