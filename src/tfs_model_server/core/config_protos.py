@@ -1,6 +1,7 @@
-"""Text-format config files: model config (shipped protos) and the two TF Serving protos
-tensorflow-serving-api does not ship (BatchingParameters, MonitoringConfig), declared here
-with the same package, names and field numbers so their text format parses identically."""
+"""Text-format config files: model config (shipped protos) and the TF Serving protos
+tensorflow-serving-api does not ship (BatchingParameters, MonitoringConfig, SSLConfig),
+declared here with the same package, names and field numbers so their text format parses
+identically."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ def _build_file() -> descriptor_pb2.FileDescriptorProto:
     _field(pc, "path", 2, _F.TYPE_STRING)
     mc = fd.message_type.add(name="MonitoringConfig")
     _field(mc, "prometheus_config", 1, _F.TYPE_MESSAGE, ".tensorflow.serving.PrometheusConfig")
+    ssl = fd.message_type.add(name="SSLConfig")
+    _field(ssl, "server_key", 1, _F.TYPE_STRING)
+    _field(ssl, "server_cert", 2, _F.TYPE_STRING)
+    _field(ssl, "custom_ca", 3, _F.TYPE_STRING)
+    _field(ssl, "client_verify", 4, _F.TYPE_BOOL)
     return fd
 
 
@@ -78,13 +84,14 @@ def _messages() -> dict[str, type]:
         name: message_factory.GetMessageClass(
             pool.FindMessageTypeByName(f"tensorflow.serving.{name}")
         )
-        for name in ("BatchingParameters", "PrometheusConfig", "MonitoringConfig")
+        for name in ("BatchingParameters", "PrometheusConfig", "MonitoringConfig", "SSLConfig")
     }
 
 
 _CLASSES = _messages()
 BatchingParameters = _CLASSES["BatchingParameters"]
 MonitoringConfig = _CLASSES["MonitoringConfig"]
+SSLConfig = _CLASSES["SSLConfig"]
 ModelServerConfig = model_server_config_pb2.ModelServerConfig
 
 
@@ -126,3 +133,7 @@ def read_batching_parameters(path: str | Path):
 
 def read_monitoring_config(path: str | Path):
     return parse_text(path, MonitoringConfig, "monitoring config")
+
+
+def read_ssl_config(path: str | Path):
+    return parse_text(path, SSLConfig, "SSL config")

@@ -17,6 +17,7 @@ from pathlib import Path
 import uvicorn
 
 from tfs_model_server.api.grpc_server import start_grpc_server
+from tfs_model_server.api.grpc_tls import server_credentials
 from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.api.rest_api import RestApi
 from tfs_model_server.batching.options import BatchingOptions
@@ -75,7 +76,9 @@ class ModelServer:
 
     def __init__(self, options: flags.ServerOptions) -> None:
         self.options = options
-        self.session_config = session_config(options)  # refuses a bad file or thread flags
+        # refuse bad files and flag combinations before any model loads
+        self.session_config = session_config(options)
+        self.grpc_credentials = server_credentials(options)
         self.metrics = ServingMetrics()
         self.scheduler = (
             SharedBatchScheduler(batching_options(options)) if options.enable_batching else None
@@ -189,11 +192,13 @@ class ModelServer:
                 max_threads=self.options.grpc_max_threads,
                 channel_arguments=flags.grpc_channel_arguments(self.options.grpc_channel_arguments),
                 host=self.options.bind_address,
+                credentials=self.grpc_credentials,
             )
             log.info(
-                "Running gRPC ModelServer at %s:%d ...",
+                "Running gRPC ModelServer at %s:%d%s ...",
                 self.options.bind_address,
                 self.options.port,
+                " (TLS)" if self.grpc_credentials else "",
             )
 
     def serve(self) -> None:
@@ -275,6 +280,7 @@ def check_files(options: flags.ServerOptions) -> None:
         "batching_parameters_file",
         "monitoring_config_file",
         "tensorflow_session_config_file",
+        "ssl_config_file",
     ):
         path = getattr(options, name)
         if path and not os.path.isfile(path):

@@ -46,8 +46,7 @@ def session_config(options: ServerOptions) -> config_pb2.ConfigProto:
         path = options.tensorflow_session_config_file
         config = parse_text(path, config_pb2.ConfigProto, "session config")
     config.allow_soft_placement = True
-    fraction = options.ignored.get("per_process_gpu_memory_fraction", 0.0)
-    config.gpu_options.per_process_gpu_memory_fraction = fraction
+    config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
     intra, inter = thread_counts(options)
     config.intra_op_parallelism_threads = intra
     config.inter_op_parallelism_threads = inter
