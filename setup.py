@@ -8,6 +8,7 @@ INSTALL_REQUIRES = [
     "tensorflow==2.21.0",
     "tensorflow-serving-api==2.21.0",
     "grpcio==1.85.1",
+    "grpcio-health-checking==1.85.1",  # tfs-model-server --enable_grpc_healthcheck_service
     "protobuf==7.36.2",
     "numpy==2.4.6",
     "uvicorn==0.54.0",

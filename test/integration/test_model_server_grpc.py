@@ -173,3 +173,42 @@ def test_reload_config_adds_and_removes_models(channel, predictions, model_root)
         model_management_pb2.ReloadConfigRequest(config=bad), timeout=30
     )
     assert response.status.error_code == 3  # INVALID_ARGUMENT
+
+
+def test_no_health_service_unless_asked(channel):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with pytest.raises(grpc.RpcError) as info:
+        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+    assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_health_service_as_tf_serving_enables_it(model_root, tmp_path):
+    """--enable_grpc_healthcheck_service: the server and both services SERVING, others unknown;
+    a watcher sees NOT_SERVING when the server shuts down."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    serving = health_pb2.HealthCheckResponse.SERVING
+    with (
+        model_server(
+            [
+                f"--model_base_path={model_root}/half_plus_two",
+                "--model_name=hp2",
+                "--enable_grpc_healthcheck_service",
+            ],
+            tmp_path / "server.log",
+            ready_model="hp2",
+        ) as server,
+        grpc.insecure_channel(server.grpc_target) as ch,
+    ):
+        health = health_pb2_grpc.HealthStub(ch)
+        for name in ("", "ModelService", "PredictionService"):
+            request = health_pb2.HealthCheckRequest(service=name)
+            assert health.Check(request, timeout=10).status == serving
+        with pytest.raises(grpc.RpcError) as info:
+            health.Check(health_pb2.HealthCheckRequest(service="Nope"), timeout=10)
+        assert info.value.code() == grpc.StatusCode.NOT_FOUND
+        watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=30)
+        assert next(watch).status == serving
+        server.stop()
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING

@@ -50,6 +50,7 @@ class ServerOptions:
     ssl_config_file: str = ""
     per_process_gpu_memory_fraction: float = 0.0
     use_alts_credentials: bool = False
+    enable_grpc_healthcheck_service: bool = False
     saved_model_tags: str = "serve"
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = 4 * _CPUS
@@ -80,7 +81,6 @@ IGNORED_FLAGS: dict[str, Any] = {
     "xla_gpu_compilation_enabled": False,
     "mixed_precision": "",
     "skip_initialize_tpu": False,
-    "enable_grpc_healthcheck_service": False,
     "thread_pool_factory_config_file": "",
     "enable_tflite_xnnpack_delegate": False,
     "use_tflite_model": False,

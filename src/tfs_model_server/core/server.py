@@ -13,9 +13,11 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
+from tfs_model_server.api.grpc_health import health_service
 from tfs_model_server.api.grpc_server import start_grpc_server
 from tfs_model_server.api.grpc_tls import server_credentials
 from tfs_model_server.api.metrics import ServingMetrics
@@ -98,6 +100,7 @@ class ModelServer:
         self._reload_lock = threading.Lock()
         self._stop = threading.Event()
         self._grpc = None
+        self._health: Any = None
         self._rest: uvicorn.Server | None = None
         self._rest_api: RestApi | None = None
 
@@ -184,6 +187,8 @@ class ModelServer:
                 target=self._poll_config_file, name="tfs-config-poller", daemon=True
             ).start()
         if self.options.port or self.options.grpc_socket_path:
+            if self.options.enable_grpc_healthcheck_service:
+                self._health = health_service()
             self._grpc = start_grpc_server(
                 self.plane,
                 self.reload_config,
@@ -193,6 +198,7 @@ class ModelServer:
                 channel_arguments=flags.grpc_channel_arguments(self.options.grpc_channel_arguments),
                 host=self.options.bind_address,
                 credentials=self.grpc_credentials,
+                health=self._health,
             )
             log.info(
                 "Running gRPC ModelServer at %s:%d%s ...",
@@ -210,9 +216,12 @@ class ModelServer:
                 "for HTTP/REST API. Skipped setting up HTTP/REST API."
             )
             rest_port = 0
+        # uvicorn handles these signals while it serves, then raises them again to the handler
+        # it found: this one, so stop() still runs (gRPC's grace, health NOT_SERVING, unloads)
+        # instead of the default handler ending the process.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self._stop.set())
         if not rest_port:
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                signal.signal(sig, lambda *_: self._stop.set())
             self._stop.wait()
             return
         self._rest_api = RestApi(
@@ -243,6 +252,8 @@ class ModelServer:
         self._stop.set()
         if self._rest is not None:
             self._rest.should_exit = True
+        if self._health is not None:
+            self._health.enter_graceful_shutdown()  # every service NOT_SERVING
         if self._grpc is not None:
             self._grpc.stop(grace=2).wait(5)
         if self._rest_api is not None:
