@@ -77,7 +77,7 @@ def test_failed_load_ends_start_up(tmp_path):
 
 def test_the_session_config_file_reaches_every_session(tmp_path):
     """A file that leaves TF no CPU device makes the load fail (so the file is applied); one
-    that turns thread spinning off serves as before."""
+    that turns thread spinning off serves as before, with bfloat16 mixed precision too."""
     base = tmp_path / "hp"
     em.half_plus_two_tf1(base, version=1)
     no_cpu = tmp_path / "no_cpu.config"
@@ -100,6 +100,7 @@ def test_the_session_config_file_reaches_every_session(tmp_path):
             "--model_name=hp",
             f"--tensorflow_session_config_file={quiet}",
             "--tensorflow_intra_op_parallelism=1",
+            "--mixed_precision=bfloat16",
         ],
         tmp_path / "log-quiet",
         "hp",
@@ -107,7 +108,8 @@ def test_the_session_config_file_reaches_every_session(tmp_path):
         reply = requests.post(
             f"{server.rest}/v1/models/hp:predict", json={"instances": [1.0, 2.0]}, timeout=10
         )
-        assert reply.json() == {"predictions": [2.5, 3.0]}
+        assert reply.json() == {"predictions": [2.5, 3.0]}  # exact in bfloat16 too
+        assert "Running inference with bfloat16 auto mixed precision" in server.log()
 
 
 def test_a_session_config_file_that_does_not_parse_stops_the_start(tmp_path):

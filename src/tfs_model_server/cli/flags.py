@@ -51,6 +51,7 @@ class ServerOptions:
     per_process_gpu_memory_fraction: float = 0.0
     use_alts_credentials: bool = False
     enable_grpc_healthcheck_service: bool = False
+    mixed_precision: str = ""
     saved_model_tags: str = "serve"
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = 4 * _CPUS
@@ -79,7 +80,6 @@ IGNORED_FLAGS: dict[str, Any] = {
     "enable_profiler": True,
     "xla_cpu_compilation_enabled": False,
     "xla_gpu_compilation_enabled": False,
-    "mixed_precision": "",
     "skip_initialize_tpu": False,
     "thread_pool_factory_config_file": "",
     "enable_tflite_xnnpack_delegate": False,

@@ -219,8 +219,9 @@ class ModelServer:
         # uvicorn handles these signals while it serves, then raises them again to the handler
         # it found: this one, so stop() still runs (gRPC's grace, health NOT_SERVING, unloads)
         # instead of the default handler ending the process.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self._stop.set())
+        if threading.current_thread() is threading.main_thread():  # else the caller stops it
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: self._stop.set())
         if not rest_port:
             self._stop.wait()
             return

@@ -8,17 +8,25 @@ set, else with `--tensorflow_session_parallelism` (0 = TF chooses). So a thread 
 file never takes effect; every other field (thread spinning, graph options, timeouts ...)
 does. Setting all three thread flags is refused with TF Serving's text.
 
+`--mixed_precision=bfloat16` turns on TF's oneDNN bfloat16 auto mixed precision rewrite (TF
+applies it where the CPU supports bfloat16); another value is logged and ignored, as in TF
+Serving (saved_model_bundle_factory.cc).
+
 This server also always turns on `allow_soft_placement`, so a model exported with GPU
 placements runs on CPU.
 """
 
 from __future__ import annotations
 
-from tensorflow.core.protobuf import config_pb2
+import logging
+
+from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 
 from tfs_model_server.cli.flags import ServerOptions
 from tfs_model_server.core.config_protos import parse_text
 from tfs_model_server.core.errors import invalid_argument
+
+log = logging.getLogger(__name__)
 
 ALL_THREAD_FLAGS = (
     "Either configure server_options.tensorflow_session_parallelism or "
@@ -50,4 +58,13 @@ def session_config(options: ServerOptions) -> config_pb2.ConfigProto:
     intra, inter = thread_counts(options)
     config.intra_op_parallelism_threads = intra
     config.inter_op_parallelism_threads = inter
+    if options.mixed_precision == "bfloat16":
+        log.info("Running inference with bfloat16 auto mixed precision")
+        rewrites = config.graph_options.rewrite_options
+        rewrites.auto_mixed_precision_onednn_bfloat16 = rewriter_config_pb2.RewriterConfig.ON
+    elif options.mixed_precision:
+        log.warning(
+            "%s auto mixed precision is not supported. Valid option: bfloat16",
+            options.mixed_precision,
+        )
     return config

@@ -107,3 +107,16 @@ def test_the_flag_is_no_longer_ignored() -> None:
     assert options.tensorflow_session_config_file == "/s.config"
     assert "tensorflow_session_config_file" not in options.ignored
     assert "--tensorflow_session_config_file=''" in flags.usage()
+
+
+def test_mixed_precision_bfloat16_turns_on_the_onednn_rewrite(caplog) -> None:
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    on = rewriter_config_pb2.RewriterConfig.ON
+    rewrites = session_config(_options("--mixed_precision=bfloat16")).graph_options.rewrite_options
+    assert rewrites.auto_mixed_precision_onednn_bfloat16 == on
+    assert session_config(_options()).graph_options.rewrite_options.ListFields() == []
+    with caplog.at_level("WARNING"):
+        config = session_config(_options("--mixed_precision=float16"))
+    assert config.graph_options.rewrite_options.ListFields() == []
+    assert "float16 auto mixed precision is not supported. Valid option: bfloat16" in caplog.text
