@@ -118,3 +118,21 @@ def test_bad_tls_settings_stop_the_start(tmp_path, ca, flags, message):
     output = (result.stdout + result.stderr).splitlines()
     [line] = [line for line in output if line.startswith("Failed to start")]
     assert line.startswith("Failed to start server. Error: ") and message in line
+
+
+def test_a_key_and_certificate_that_are_not_pem_stop_the_start(model_root, tmp_path):
+    config = tmp_path / "ssl.config"
+    config.write_text(text_format.MessageToString(SSLConfig(server_key="k", server_cert="c")))
+    result = run_cli(
+        f"--model_base_path={model_root}/half_plus_two",
+        f"--ssl_config_file={config}",
+        "--port=0",
+        f"--grpc_socket_path={tmp_path}/grpc.sock",
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert (
+        f"Failed to start server. Error: Failed to BuildAndStart gRPC server: cannot listen on "
+        f"unix:{tmp_path}/grpc.sock (with TLS: are server_key and server_cert a matching PEM key"
+        " and certificate?)"
+    ) in result.stdout.splitlines()

@@ -50,14 +50,25 @@ def start_grpc_server(
     if health is not None:
         grpc_health.add_to_server(health, server)
 
-    def listen(address: str) -> int:
-        if credentials is None:
-            return server.add_insecure_port(address)
-        return server.add_secure_port(address, credentials)
+    def listen(address: str) -> None:
+        """Bind `address`; OSError (not grpc's RuntimeError and its traceback) when it fails."""
+        try:
+            if credentials is None:
+                bound = server.add_insecure_port(address)
+            else:
+                bound = server.add_secure_port(address, credentials)
+        except RuntimeError:
+            bound = 0
+        if bound == 0:
+            why = " (with TLS: are server_key and server_cert a matching PEM key and certificate?)"
+            raise OSError(
+                f"Failed to BuildAndStart gRPC server: cannot listen on {address}"
+                + (why if credentials is not None else "")
+            )
 
-    if port and listen(f"{host}:{port}") == 0:
-        raise OSError(f"Failed to bind the gRPC server to port {port}")
-    if socket_path and listen(f"unix:{socket_path}") == 0:
-        raise OSError(f"Failed to bind the gRPC server to unix socket {socket_path}")
+    if port:
+        listen(f"{host}:{port}")
+    if socket_path:
+        listen(f"unix:{socket_path}")
     server.start()
     return server
