@@ -271,7 +271,7 @@ def nginx_conf(
         "HEADERS_MORE_MODULE": layout.headers_more_module,
         "CLIENT_TIMEOUT": settings.nginx_client_timeout_seconds,
         "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
-        "WORKER_PROCESSES": "auto",
+        "WORKER_PROCESSES": settings.nginx_worker_processes,
         "RUN_DIR": run_dir,
         "LOG_LEVEL": settings.nginx_log_level,
         "SHUTDOWN_GRACE": shutdown_grace,

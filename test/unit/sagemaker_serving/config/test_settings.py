@@ -45,6 +45,7 @@ def test_defaults():
         "log_format": "text",
         "nginx_proxy_read_timeout_seconds": 60,
         "nginx_client_timeout_seconds": 10,
+        "nginx_worker_processes": 2,
         "nginx_max_connections_per_client": 1024,
         "universal_bucket": None,
         "universal_prefix": None,
@@ -107,6 +108,7 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_LOG_FORMAT": "JSON",
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "300",
         "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS": "30",
+        "SAGEMAKER_NGINX_WORKER_PROCESSES": "3",
         "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT": "64",
         "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",
         "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "code/v1",
@@ -145,6 +147,7 @@ def test_every_variable_sets_its_field():
         "log_format": "json",
         "nginx_proxy_read_timeout_seconds": 300,
         "nginx_client_timeout_seconds": 30,
+        "nginx_worker_processes": 3,
         "nginx_max_connections_per_client": 64,
         "universal_bucket": "bucket",
         "universal_prefix": "code/v1",
@@ -298,7 +301,7 @@ def test_variables_document_exactly_what_from_env_reads():
 
 
 def test_every_variable_has_its_meaning_and_every_field_but_cpu_count_a_variable():
-    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 32
+    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 33
     assert [v.name for v in VARIABLES if not v.doc] == []
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
     assert list(FIELD_OF.values()) == [f.name for f in dataclasses.fields(Settings)][1:]
@@ -324,5 +327,6 @@ def test_described_defaults():
         "SAGEMAKER_TFS_NUM_BATCH_THREADS": "number of CPUs",
         "SAGEMAKER_TFS_MAX_ENQUEUED_BATCHES": "number of CPUs; 100000000 in batch transform",
         "SAGEMAKER_GUNICORN_WORKERS": "number of CPUs",
+        "SAGEMAKER_NGINX_WORKER_PROCESSES": "half the CPUs, at least 1",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "`1` multi-model, else unset",
     }

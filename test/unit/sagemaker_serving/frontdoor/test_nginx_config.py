@@ -133,3 +133,26 @@ def test_find_nginx_needs_the_template_and_tfs_js(tmp_path: Path):
     with pytest.raises(NginxSetupError, match=r"nginx\.conf\.template and tfs\.js"):
         find_nginx(tmp_path)
     assert find_nginx().nginx_dir == NGINX_DIR
+
+
+@pytest.mark.parametrize(
+    ("cpus", "env", "workers"),
+    [(1, {}, 1), (2, {}, 1), (8, {}, 4), (2, {"SAGEMAKER_NGINX_WORKER_PROCESSES": "2"}, 2)],
+)
+def test_nginx_worker_processes(tmp_path: Path, cpus: int, env: dict, workers: int):
+    settings = Settings.from_env(env, cpu_count=cpus)
+    (tmp_path / "service").mkdir()
+    conf = nginx_conf(
+        settings,
+        find_nginx(NGINX_DIR),
+        tmp_path,
+        listen="127.0.0.1:8080",
+        default_model="m",
+        rest_ports=[8501],
+        model_names=["m"],
+        service=ServiceLink(str(tmp_path / "service" / "g.sock"), 9, new_access(), False),
+        ready_file=tmp_path / "ping" / "ready",
+        shutdown_grace=17,
+    )
+    text = conf.write().read_text()
+    assert f"\nworker_processes {workers};\n" in text
