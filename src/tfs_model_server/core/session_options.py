@@ -49,10 +49,8 @@ def thread_counts(options: ServerOptions) -> tuple[int, int]:
 
 def session_config(options: ServerOptions) -> config_pb2.ConfigProto:
     """The file's ConfigProto (if any), with the flags' overrides and soft placement."""
-    config = config_pb2.ConfigProto()
-    if options.tensorflow_session_config_file:
-        path = options.tensorflow_session_config_file
-        config = parse_text(path, config_pb2.ConfigProto, "session config")
+    path, proto = options.tensorflow_session_config_file, config_pb2.ConfigProto
+    config = parse_text(path, proto, "session config") if path else proto()
     config.allow_soft_placement = True
     config.gpu_options.per_process_gpu_memory_fraction = options.per_process_gpu_memory_fraction
     intra, inter = thread_counts(options)

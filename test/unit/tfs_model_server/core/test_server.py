@@ -28,6 +28,11 @@ def _options(*args: str) -> flags.ServerOptions:
     return flags.parse(list(args))
 
 
+def _run_on_loopback(*args: str) -> int:
+    """run() with `args`, on a free loopback port should it get as far as serving."""
+    return run(_options(*args, f"--port={free_port()}", "--bind_address=127.0.0.1"))
+
+
 def test_batching_options_read_the_parameters_file(tmp_path: Path) -> None:
     path = tmp_path / "batching.config"
     path.write_text(
@@ -73,15 +78,13 @@ def test_check_files_covers_the_session_config(tmp_path: Path) -> None:
 
 
 def test_run_refuses_all_three_thread_flags_as_tf_serving_does(capsys) -> None:
-    options = _options(
+    status = _run_on_loopback(
         "--model_base_path=/m",
         "--tensorflow_session_parallelism=2",
         "--tensorflow_intra_op_parallelism=2",
         "--tensorflow_inter_op_parallelism=2",
-        f"--port={free_port()}",
-        "--bind_address=127.0.0.1",
     )
-    assert run(options) == 1
+    assert status == 1
     assert "Failed to start server. Error: Either configure server_options." in (
         capsys.readouterr().out
     )
@@ -91,13 +94,7 @@ def test_run_reports_a_failed_start(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad" / "1"
     bad.mkdir(parents=True)
     (bad / "saved_model.pb").write_bytes(b"not a saved model")
-    options = _options(
-        f"--model_base_path={bad.parent}",
-        "--max_num_load_retries=0",
-        f"--port={free_port()}",
-        "--bind_address=127.0.0.1",
-    )
-    assert run(options) == 1
+    assert _run_on_loopback(f"--model_base_path={bad.parent}", "--max_num_load_retries=0") == 1
     assert "Failed to start server. Error: 1 model(s) did not become available" in (
         capsys.readouterr().out
     )
