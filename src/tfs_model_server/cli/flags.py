@@ -40,6 +40,8 @@ class ServerOptions:
     model_config_file_poll_wait_seconds: int = 0
     model_name: str = "default"
     model_base_path: str = ""
+    num_load_threads: int = 0
+    num_unload_threads: int = 0
     max_num_load_retries: int = 5
     load_retry_interval_micros: int = 60 * 1000 * 1000
     file_system_poll_wait_seconds: int = 1
@@ -68,8 +70,6 @@ class ServerOptions:
 
 # Flags of tensorflow_model_server that have no effect in this server, with their defaults.
 IGNORED_FLAGS: dict[str, Any] = {
-    "num_load_threads": 0,
-    "num_unload_threads": 0,
     "flush_filesystem_caches": True,
     "platform_config_file": "",
     "remove_unused_fields_from_bundle_metagraph": True,
@@ -182,6 +182,9 @@ def validate(options: ServerOptions) -> None:
     for name in ("rest_api_num_threads", "grpc_max_threads"):
         if getattr(options, name) <= 0:
             raise FlagError(f"Illegal value for flag --{name}: must be positive")
+    for name in ("num_load_threads", "num_unload_threads"):
+        if getattr(options, name) < 0:
+            raise FlagError(f"Illegal value for flag --{name}: must not be negative")
     for name, value in options.ignored.items():
         if value != IGNORED_FLAGS[name]:
             log.info(

@@ -2,7 +2,9 @@
 
 Every poll reads each model's base path, picks the versions its policy aspires to, loads new
 ones before unloading old ones (availability preserving), retries failed loads, and keeps the
-state of every version it has seen for GetModelStatus.
+state of every version it has seen for GetModelStatus. As in TF Serving, the first poll (the
+models a server starts with) loads on up to 4 threads per CPU; later polls load and unload on
+`--num_load_threads` / `--num_unload_threads` threads (0: one at a time, in the poll's thread).
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import enum
+import functools
 import gc
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +37,21 @@ from tfs_model_server.core.servable import Servable
 log = logging.getLogger(__name__)
 
 Loader = Callable[[str, int, Path], Servable]
+
+# TF Serving's ServerCore num_initial_load_threads: 4 x the CPUs this process may run on
+INITIAL_LOAD_THREADS = 4 * len(os.sched_getaffinity(0))
+
+
+def run_together(jobs: Sequence[Callable[[], None]], threads: int, name: str) -> None:
+    """Run `jobs` on up to `threads` threads and wait for all of them (in this thread, one
+    after another, when threads <= 1 or there is one job)."""
+    if threads <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            job()
+        return
+    with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix=name) as pool:
+        for future in [pool.submit(job) for job in jobs]:
+            future.result()
 
 
 class State(enum.IntEnum):
@@ -151,8 +171,15 @@ class ModelManager:
         max_load_retries: int = 5,
         load_retry_interval_s: float = 60.0,
         allow_labels_for_unavailable: bool = False,
+        load_threads: int = 0,
+        unload_threads: int = 0,
+        initial_load_threads: int = INITIAL_LOAD_THREADS,
     ) -> None:
         self._loader = loader
+        self._load_threads = load_threads
+        self._unload_threads = unload_threads
+        self._initial_load_threads = initial_load_threads
+        self._polled = False  # the first poll loads on initial_load_threads
         self._poll_wait = poll_wait_seconds
         self._max_retries = max(0, max_load_retries)
         self._retry_interval = load_retry_interval_s
@@ -223,10 +250,27 @@ class ModelManager:
             with self._lock:
                 models = list(self._models.values())
                 retired = list(self._retired.values())
-            for record in models:
-                self._reconcile(record, self._aspired(record))
-            for record in retired:  # removed from the config: unload, keep END states
-                self._reconcile(record, {})
+            load_threads = self._load_threads if self._polled else self._initial_load_threads
+            self._polled = True
+            plans = [(record, self._aspired(record)) for record in models]
+            plans += [(record, {}) for record in retired]  # removed from the config: unload
+            changes = [(record, aspired) for record, aspired in plans if aspired is not None]
+            if load_threads <= 1 and self._unload_threads <= 1:
+                for record, aspired in changes:  # one action at a time, model by model
+                    self._reconcile(record, aspired)
+                return
+            loads = [
+                functools.partial(self._load, record.name, rec)
+                for record, aspired in changes
+                for rec in self._to_load(record, aspired)
+            ]
+            run_together(loads, load_threads, "tfs-load")
+            unloads = [
+                functools.partial(self._unload, record.name, rec)
+                for record, aspired in changes
+                for rec in self._to_unload(record, aspired)
+            ]
+            run_together(unloads, self._unload_threads, "tfs-unload")
 
     def _aspired(self, record: ModelRecord) -> dict[int, Path] | None:
         base = record.config.base_path
@@ -252,25 +296,41 @@ class ModelManager:
             record.base_path_warned = True
         return aspired_versions(record.config, on_disk)
 
-    def _reconcile(self, record: ModelRecord, aspired: dict[int, Path] | None) -> None:
-        if aspired is None:  # unreadable base path: change nothing
-            return
-        for version in sorted(aspired):
-            with self._lock:
+    def _reconcile(self, record: ModelRecord, aspired: dict[int, Path]) -> None:
+        """Load the aspired versions, then unload the others, one at a time in this thread."""
+        for rec in self._to_load(record, aspired):
+            self._load(record.name, rec)
+        for rec in self._to_unload(record, aspired):
+            self._unload(record.name, rec)
+
+    def _to_load(self, record: ModelRecord, aspired: dict[int, Path]) -> list[VersionRecord]:
+        """The aspired versions not loaded or loading (a failed one waits until it leaves and
+        comes back), each in state START."""
+        starting = []
+        with self._lock:
+            for version in sorted(aspired):
                 rec = record.versions.get(version)
                 if rec is not None and rec.state in (State.AVAILABLE, State.LOADING):
                     continue
                 if rec is not None and rec.state is State.END and rec.error is not None:
-                    continue  # failed load: not retried until it leaves and comes back
+                    continue
                 rec = VersionRecord(version=version, path=aspired[version], state=State.START)
                 record.versions[version] = rec
-            self._load(record.name, rec)
-        for version, rec in sorted(record.versions.items()):
-            if version not in aspired and rec.state is State.AVAILABLE:
-                self._unload(record.name, rec)
-            elif version not in aspired and rec.state is State.END and rec.error is not None:
-                with self._lock:
+                starting.append(rec)
+        return starting
+
+    def _to_unload(self, record: ModelRecord, aspired: dict[int, Path]) -> list[VersionRecord]:
+        """The available versions no longer aspired; failed ones no longer aspired are forgotten."""
+        leaving = []
+        with self._lock:
+            for version, rec in sorted(record.versions.items()):
+                if version in aspired:
+                    continue
+                if rec.state is State.AVAILABLE:
+                    leaving.append(rec)
+                elif rec.state is State.END and rec.error is not None:
                     del record.versions[version]
+        return leaving
 
     def _load(self, name: str, rec: VersionRecord) -> None:
         with self._lock:

@@ -92,6 +92,8 @@ class ModelServer:
             max_load_retries=options.max_num_load_retries,
             load_retry_interval_s=options.load_retry_interval_micros / 1e6,
             allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
+            load_threads=options.num_load_threads,
+            unload_threads=options.num_unload_threads,
         )
         self.plane = DataPlane(
             self.manager, self.metrics, self.scheduler, options.enable_signature_method_name_check

@@ -23,8 +23,8 @@ def test_values_in_both_forms_and_booleans() -> None:
 
 
 def test_flags_that_change_nothing_here_are_kept_aside() -> None:
-    options = flags.parse(["--num_load_threads=4", "--model_base_path=/m"])
-    assert options.ignored == {"num_load_threads": 4}
+    options = flags.parse(["--num_tflite_pools=4", "--model_base_path=/m"])
+    assert options.ignored == {"num_tflite_pools": 4}
     flags.validate(options)
 
 
@@ -59,6 +59,10 @@ def test_parse_errors(argv: list[str], message: str) -> None:
             "--batching_parameters_file is set without --enable_batching",
         ),
         (["--model_base_path=/m", "--grpc_max_threads=0"], "Illegal value for flag --grpc_max"),
+        (
+            ["--model_base_path=/m", "--num_unload_threads=-1"],
+            "Illegal value for flag --num_unload_threads: must not be negative",
+        ),
     ],
 )
 def test_validate(argv: list[str], message: str) -> None:

@@ -20,6 +20,7 @@ from tfs_model_server.core.manager import (
     scan_versions,
     validate_config,
 )
+from tfs_model_server.core.servable import Servable
 
 
 def _error(call, *args, **kwargs) -> ServingError:
@@ -228,3 +229,113 @@ def test_unloading_waits_for_the_requests_that_hold_the_version(
     unloader.join(10)
     worker.join(10)
     assert states(models, "m") == {124: State.END}
+
+
+# --- load and unload threads -------------------------------------------------------------------
+
+
+class Meeting:
+    """A loader (or closer) that goes on only when `count` calls are inside it at once: run
+    one at a time, the first call's wait times out and fails."""
+
+    def __init__(self, count: int) -> None:
+        self.barrier = threading.Barrier(count, timeout=10)
+        self.threads: set[str] = set()
+
+    def meet(self) -> None:
+        self.threads.add(threading.current_thread().name)
+        self.barrier.wait()
+
+
+def _models(three: Path, tmp_path: Path, count: int, model_config) -> list[ModelConfig]:
+    """`count` models, each a copy of half_plus_three."""
+    return [
+        model_config(f"m{i}", shutil.copytree(three, tmp_path / f"copy{i}")) for i in range(count)
+    ]
+
+
+def test_the_first_poll_loads_every_model_at_once(model_config, three: Path, tmp_path) -> None:
+    meeting = Meeting(4)
+
+    def load(name: str, version: int, path: Path) -> Servable:
+        meeting.meet()
+        return Servable(name, version, path)
+
+    models = ModelManager(load, poll_wait_seconds=0, max_load_retries=0, initial_load_threads=8)
+    try:
+        models.set_config(_models(three, tmp_path, 4, model_config))
+        assert models.wait_until_available([f"m{i}" for i in range(4)], timeout_s=60) == []
+        assert len(meeting.threads) == 4 and all(t.startswith("tfs-load") for t in meeting.threads)
+    finally:
+        models.close()
+
+
+@pytest.mark.parametrize("threads", [0, 1])
+def test_later_loads_go_one_at_a_time_without_load_threads(
+    model_config, three: Path, tmp_path: Path, threads: int
+) -> None:
+    inside, most = [0], [0]
+    lock = threading.Lock()
+    callers = set()
+
+    def load(name: str, version: int, path: Path) -> Servable:
+        callers.add(threading.current_thread().name)
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.05)
+            return Servable(name, version, path)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    models = ModelManager(load, poll_wait_seconds=0, max_load_retries=0, load_threads=threads)
+    try:
+        configs = _models(three, tmp_path, 3, model_config)
+        models.set_config(configs[:1])
+        callers.clear()
+        models.set_config(configs)
+        assert models.wait_until_available(["m1", "m2"], timeout_s=60) == []
+        assert most[0] == 1
+        assert callers == {threading.current_thread().name}  # the poll's own thread
+    finally:
+        models.close()
+
+
+def test_later_loads_use_the_load_threads(model_config, three: Path, tmp_path: Path) -> None:
+    meeting = Meeting(3)
+
+    def load(name: str, version: int, path: Path) -> Servable:
+        if name != "m0":
+            meeting.meet()
+        return Servable(name, version, path)
+
+    models = ModelManager(
+        load, poll_wait_seconds=0, max_load_retries=0, load_threads=3, initial_load_threads=1
+    )
+    try:
+        configs = _models(three, tmp_path, 4, model_config)
+        models.set_config(configs[:1])
+        models.set_config(configs)
+        assert models.wait_until_available([c.name for c in configs], timeout_s=60) == []
+    finally:
+        models.close()
+
+
+def test_unloads_use_the_unload_threads(model_config, three: Path, tmp_path: Path) -> None:
+    meeting = Meeting(3)
+
+    class Closing(Servable):
+        def close(self) -> None:
+            meeting.meet()
+            super().close()
+
+    models = ModelManager(Closing, poll_wait_seconds=0, max_load_retries=0, unload_threads=3)
+    try:
+        models.set_config(_models(three, tmp_path, 3, model_config))
+        models.set_config([])
+        assert [states(models, f"m{i}") for i in range(3)] == [{124: State.END}] * 3
+        assert all(t.startswith("tfs-unload") for t in meeting.threads)
+    finally:
+        models.close()

@@ -150,3 +150,46 @@ def test_exports_prometheus_metrics(server) -> None:
     rest, _ = server
     text = requests.get(f"{rest}/monitoring/prometheus/metrics", timeout=10).text
     assert ':tensorflow:cc:saved_model:load_attempt_count{model_path="' in text
+
+
+def test_num_load_threads_loads_new_models_side_by_side(
+    model_root: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """After the first load, two new models load at once with --num_load_threads=2: each
+    load waits (10 s at most) until the other has begun."""
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from tfs_model_server.core import server as server_module
+
+    meeting = threading.Barrier(2, timeout=10)
+
+    class Meeting(server_module.Servable):
+        def __init__(self, name: str, *args, **kwargs) -> None:
+            if name != "first":
+                meeting.wait()
+            super().__init__(name, *args, **kwargs)
+
+    monkeypatch.setattr(server_module, "Servable", Meeting)
+    base = str(model_root / "half_plus_two")
+    model_server = ModelServer(
+        _options(
+            f"--model_base_path={base}",
+            "--num_load_threads=2",
+            "--max_num_load_retries=0",
+            "--file_system_poll_wait_seconds=0",
+        )
+    )
+    config = model_server_config_pb2.ModelServerConfig()
+    for names in (["first"], ["second", "third"]):  # the initial load, then two new models
+        for name in names:
+            config.model_config_list.config.add(
+                name=name, base_path=base, model_platform="tensorflow"
+            )
+        model_server.reload_config(config)
+    try:
+        assert [model_server.manager.version_states(n)[0][2] for n in ("second", "third")] == [
+            None,
+            None,
+        ]
+    finally:
+        model_server.manager.close()
