@@ -9,7 +9,7 @@ from typing import Any
 import grpc
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
-from tfs_model_server.api import grpc_health
+from tfs_model_server.api import grpc_health, grpc_profiler
 from tfs_model_server.api.model_service import ModelService, ReloadFn
 from tfs_model_server.api.prediction_service import PredictionService
 from tfs_model_server.core.dataplane import DataPlane
@@ -26,10 +26,11 @@ def start_grpc_server(
     host: str = "0.0.0.0",
     credentials: grpc.ServerCredentials | None = None,
     health: Any = None,
+    profiler: bool = False,
 ) -> grpc.Server:
     """Serve both services on 0.0.0.0:port and/or a UNIX socket, over TLS when `credentials`
-    are given (grpc_tls), with the `health` servicer when given (grpc_health); max message
-    size INT32_MAX."""
+    are given (grpc_tls), with the `health` servicer when given (grpc_health) and TensorFlow's
+    profiler service when `profiler` (grpc_profiler); max message size INT32_MAX."""
     options = [
         ("grpc.max_send_message_length", 2**31 - 1),
         ("grpc.max_receive_message_length", 2**31 - 1),
@@ -49,6 +50,8 @@ def start_grpc_server(
 
     if health is not None:
         grpc_health.add_to_server(health, server)
+    if profiler:
+        grpc_profiler.add_to_server(server)
 
     def listen(address: str) -> None:
         """Bind `address`; OSError (not grpc's RuntimeError and its traceback) when it fails."""

@@ -53,6 +53,7 @@ class ServerOptions:
     per_process_gpu_memory_fraction: float = 0.0
     use_alts_credentials: bool = False
     enable_grpc_healthcheck_service: bool = False
+    enable_profiler: bool = True
     mixed_precision: str = ""
     saved_model_tags: str = "serve"
     grpc_channel_arguments: str = ""
@@ -77,7 +78,6 @@ IGNORED_FLAGS: dict[str, Any] = {
     "num_tflite_pools": 1,
     "num_tflite_interpreters_per_pool": 1,
     "tflite_num_threads": 1,
-    "enable_profiler": True,
     "xla_cpu_compilation_enabled": False,
     "xla_gpu_compilation_enabled": False,
     "skip_initialize_tpu": False,

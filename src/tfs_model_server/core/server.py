@@ -201,6 +201,7 @@ class ModelServer:
                 host=self.options.bind_address,
                 credentials=self.grpc_credentials,
                 health=self._health,
+                profiler=self.options.enable_profiler,
             )
             log.info(
                 "Running gRPC ModelServer at %s:%d%s ...",
