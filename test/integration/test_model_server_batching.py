@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 import requests
 import tensorflow as tf
-from conftest import model_server
+from conftest import VENV_BIN, model_server
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 BATCHING = """
@@ -112,3 +114,53 @@ def test_bad_and_oversized_requests_are_400(server):
     # A request larger than max_batch_size cannot be batched (TF Serving: INVALID_ARGUMENT).
     assert reply.status_code == 400, reply.text
     assert "Task size 9 is larger than maximum input batch size 8" in reply.json()["error"]
+
+
+def test_per_model_batching_parameters_come_from_each_version_directory(model_root, tmp_path):
+    """--enable_per_model_batching_parameters: a version's batching_params.pbtxt sets its
+    model's batching; a model without one is not batched (the global limit of 1 row does not
+    apply to it); a file that does not parse fails that model's load."""
+    shutil.copytree(model_root / "half_plus_two", tmp_path / "own")
+    shutil.copytree(model_root / "half_plus_two", tmp_path / "plain")
+    shutil.copytree(model_root / "half_plus_two", tmp_path / "bad")
+    (tmp_path / "own" / "123" / "batching_params.pbtxt").write_text("max_batch_size { value: 2 }")
+    (tmp_path / "bad" / "123" / "batching_params.pbtxt").write_text("max_batch_size: 2")
+    (tmp_path / "global.config").write_text("max_batch_size { value: 1 }")
+    config = "model_config_list {\n"
+    for name in ("own", "plain"):
+        config += f"  config {{ name: '{name}' base_path: '{tmp_path / name}' "
+        config += "model_platform: 'tensorflow' }\n"
+    (tmp_path / "models.config").write_text(config + "}\n")
+    args = [
+        f"--model_config_file={tmp_path / 'models.config'}",
+        "--enable_batching",
+        f"--batching_parameters_file={tmp_path / 'global.config'}",
+        "--enable_per_model_batching_parameters",
+    ]
+
+    def predict(rest: str, model: str, rows: int) -> requests.Response:
+        body = {"instances": [float(i) for i in range(rows)]}
+        return requests.post(f"{rest}/v1/models/{model}:predict", json=body, timeout=30)
+
+    with model_server(args, tmp_path / "server.log", ready_model="plain") as srv:
+        assert predict(srv.rest, "own", 2).json() == {"predictions": [2.0, 2.5]}
+        reply = predict(srv.rest, "own", 3)
+        assert reply.status_code == 400
+        assert reply.json() == {"error": "Task size 3 is larger than maximum input batch size 2"}
+        assert predict(srv.rest, "plain", 3).json() == {"predictions": [2.0, 2.5, 3.0]}
+    result = subprocess.run(
+        [
+            str(VENV_BIN / "tfs-model-server"),
+            f"--model_base_path={tmp_path / 'bad'}",
+            "--port=0",
+            f"--grpc_socket_path={tmp_path / 'grpc.sock'}",
+            "--enable_batching",
+            "--enable_per_model_batching_parameters",
+            "--max_num_load_retries=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "batching_params.pbtxt" in result.stderr + result.stdout

@@ -190,11 +190,6 @@ def validate(options: ServerOptions) -> None:
             log.info(
                 "Flag --%s=%s is accepted for compatibility and has no effect here", name, value
             )
-    if options.enable_per_model_batching_parameters:
-        log.info(
-            "--enable_per_model_batching_parameters: batching_params.pbtxt in model "
-            "directories are not read; the global batching parameters apply"
-        )
 
 
 def grpc_channel_arguments(text: str) -> list[tuple[str, int | str]]:

@@ -112,6 +112,7 @@ class DataPlane:
         start = time.perf_counter()
         batchable = (
             self.scheduler is not None
+            and servable.batched
             and len(inputs) == len(signature.inputs)
             and len(output_aliases) == len(signature.outputs)
         )
@@ -130,7 +131,8 @@ class DataPlane:
                 return servable.run(signature, merged, output_aliases)
 
             assert self.scheduler is not None
-            return self.scheduler.queue(key, run_batch).run(dict(inputs), deadline)
+            queue = self.scheduler.queue(key, run_batch, servable.batching)
+            return queue.run(dict(inputs), deadline)
         finally:
             self.metrics.runtime_latency.observe(
                 (time.perf_counter() - start) * 1e6, servable.name, api, "TF1"

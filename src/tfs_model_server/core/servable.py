@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
+from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.core import tf_runtime
 from tfs_model_server.core.errors import (
     Code,
@@ -115,6 +116,10 @@ class Servable:
         }
         self._callables: dict[tuple[tuple[str, ...], tuple[str, ...], int], Callable_] = {}
         self._lock = threading.Lock()
+        # --enable_per_model_batching_parameters: its own BatchingOptions (None: the
+        # server's), or not batched at all when its directory has no batching_params.pbtxt
+        self.batching: BatchingOptions | None = None
+        self.batched = True
 
     def signature(self, key: str) -> Signature:
         """The signature named key, or FAILED_PRECONDITION as TF Serving's Predict says it."""

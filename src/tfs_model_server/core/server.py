@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,27 +39,47 @@ log = logging.getLogger(__name__)
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
-def batching_options(options: flags.ServerOptions) -> BatchingOptions:
-    """BatchingOptions from --batching_parameters_file (TF scheduler defaults for unset fields)."""
-    values: dict = {}
-    if options.batching_parameters_file:
-        params = config_protos.read_batching_parameters(options.batching_parameters_file)
-        for name in (
-            "max_batch_size",
-            "batch_timeout_micros",
-            "max_enqueued_batches",
-            "num_batch_threads",
-            "thread_pool_name",
-            "enable_large_batch_splitting",
-            "max_execution_batch_size",
-        ):
-            if params.HasField(name):
-                values[name] = getattr(params, name).value
-        values["allowed_batch_sizes"] = tuple(params.allowed_batch_sizes)
-        values["pad_variable_length_inputs"] = params.pad_variable_length_inputs
-    result = BatchingOptions(**values)
+QUEUE_FIELDS = (
+    "max_batch_size",
+    "batch_timeout_micros",
+    "max_enqueued_batches",
+    "enable_large_batch_splitting",
+    "max_execution_batch_size",
+)
+THREAD_FIELDS = ("num_batch_threads", "thread_pool_name")
+MODEL_BATCHING_FILE = "batching_params.pbtxt"  # in a version's SavedModel directory
+
+
+def options_from(params: Any, fields: Sequence[str], **fixed: Any) -> BatchingOptions:
+    """BatchingOptions from a BatchingParameters message: `fields` where set, then `fixed`,
+    TF's scheduler defaults for the rest; checked as TF Serving checks them."""
+    values: dict[str, Any] = {
+        name: getattr(params, name).value for name in fields if params.HasField(name)
+    }
+    values["allowed_batch_sizes"] = tuple(params.allowed_batch_sizes)
+    values["pad_variable_length_inputs"] = params.pad_variable_length_inputs
+    result = BatchingOptions(**values, **fixed)
     result.validate()
     return result
+
+
+def batching_options(options: flags.ServerOptions) -> BatchingOptions:
+    """BatchingOptions from --batching_parameters_file (TF scheduler defaults for unset fields)."""
+    if not options.batching_parameters_file:
+        return BatchingOptions()
+    params = config_protos.read_batching_parameters(options.batching_parameters_file)
+    return options_from(params, QUEUE_FIELDS + THREAD_FIELDS)
+
+
+def model_batching(version_path: Path, shared: BatchingOptions) -> BatchingOptions | None:
+    """--enable_per_model_batching_parameters: the version's own batching_params.pbtxt (its
+    queue settings; the shared pool's threads), or None when it has none: not batched."""
+    path = version_path / MODEL_BATCHING_FILE
+    if not path.is_file():
+        return None
+    params = config_protos.read_batching_parameters(path)
+    threads = {name: getattr(shared, name) for name in THREAD_FIELDS}
+    return options_from(params, QUEUE_FIELDS, **threads)
 
 
 def initial_configs(options: flags.ServerOptions) -> list[ModelConfig]:
@@ -133,6 +154,13 @@ class ModelServer:
             raise ServingError(
                 Code.NOT_FOUND if "not found" in message.lower() else Code.UNKNOWN, message
             ) from exc
+        if self.scheduler is not None and self.options.enable_per_model_batching_parameters:
+            try:
+                own = model_batching(path, self.scheduler.options)
+                servable.batched, servable.batching = own is not None, own
+            except BaseException:
+                servable.close()
+                raise
         self.metrics.load_attempt_count.inc(str(path), "success")
         self.metrics.load_latency.inc(str(path), amount=int((time.perf_counter() - start) * 1e6))
         if self.options.enable_model_warmup:

@@ -13,6 +13,7 @@ import requests
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
 from process_utils import free_port
+from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.cli import flags
 from tfs_model_server.core.errors import ServingError
 from tfs_model_server.core.server import (
@@ -20,6 +21,7 @@ from tfs_model_server.core.server import (
     batching_options,
     check_files,
     initial_configs,
+    model_batching,
     run,
 )
 
@@ -46,6 +48,22 @@ def test_batching_options_read_the_parameters_file(tmp_path: Path) -> None:
     path.write_text("max_batch_size { value: 8 }\nallowed_batch_sizes: 4\n")
     with pytest.raises(ServingError, match="Last entry in allowed_batch_sizes"):
         batching_options(_options(f"--batching_parameters_file={path}"))
+
+
+def test_a_models_own_batching_parameters_keep_the_shared_threads(tmp_path: Path) -> None:
+    shared = BatchingOptions(num_batch_threads=3, thread_pool_name="pool", max_batch_size=64)
+    assert model_batching(tmp_path, shared) is None  # no file: the model is not batched
+    (tmp_path / "batching_params.pbtxt").write_text(
+        "max_batch_size { value: 4 }\nnum_batch_threads { value: 9 }\n"
+        "thread_pool_name { value: 'own' }\nallowed_batch_sizes: 2\nallowed_batch_sizes: 4\n"
+    )
+    own = model_batching(tmp_path, shared)
+    assert own is not None
+    assert (own.max_batch_size, own.allowed_batch_sizes) == (4, (2, 4))
+    assert (own.num_batch_threads, own.thread_pool_name) == (3, "pool")
+    (tmp_path / "batching_params.pbtxt").write_text("max_batch_size { value: 0 }\n")
+    with pytest.raises(ServingError):
+        model_batching(tmp_path, shared)
 
 
 def test_initial_configs(tmp_path: Path) -> None:
