@@ -64,9 +64,10 @@ def test_tensorflows_client_traces_the_server(model_root, tmp_path):
 
 
 def call(channel: grpc.Channel, method: str, request, response_class):
+    """One unary call; `request` a message, or bytes sent as they are."""
     stub = channel.unary_unary(
         f"/{grpc_profiler.SERVICE}/{method}",
-        request_serializer=lambda message: getattr(message, "SerializeToString", lambda: message)(),
+        request_serializer=None if isinstance(request, bytes) else type(request).SerializeToString,
         response_deserializer=response_class.FromString if response_class else None,
     )
     return stub(request, timeout=TIMEOUT)

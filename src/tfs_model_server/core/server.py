@@ -137,7 +137,10 @@ class ModelServer:
 
     def _load(self, name: str, version: int, path: Path) -> Servable:
         start = time.perf_counter()
-        try:
+        per_model = self.options.enable_per_model_batching_parameters
+        shared = self.scheduler.options if self.scheduler is not None and per_model else None
+        try:  # a version's own batching file is read first: a bad one fails the load
+            own = model_batching(path, shared) if shared is not None else None
             servable = Servable(
                 name,
                 version,
@@ -154,13 +157,8 @@ class ModelServer:
             raise ServingError(
                 Code.NOT_FOUND if "not found" in message.lower() else Code.UNKNOWN, message
             ) from exc
-        if self.scheduler is not None and self.options.enable_per_model_batching_parameters:
-            try:
-                own = model_batching(path, self.scheduler.options)
-                servable.batched, servable.batching = own is not None, own
-            except BaseException:
-                servable.close()
-                raise
+        if shared is not None:  # per-model batching: batched only with a file of its own
+            servable.batched, servable.batching = own is not None, own
         self.metrics.load_attempt_count.inc(str(path), "success")
         self.metrics.load_latency.inc(str(path), amount=int((time.perf_counter() - start) * 1e6))
         if self.options.enable_model_warmup:
