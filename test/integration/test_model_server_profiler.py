@@ -18,12 +18,6 @@ TIMEOUT = 10
 ARGS = ["--model_name=hp2"]
 
 
-def profiler_messages() -> dict:
-    from tensorflow.tsl.profiler.protobuf import profiler_options_pb2
-
-    return grpc_profiler._declare(profiler_options_pb2.DESCRIPTOR.name)
-
-
 def base_args(model_root: Path) -> list[str]:
     return [f"--model_base_path={model_root}/half_plus_two", *ARGS]
 
@@ -60,7 +54,7 @@ def test_tensorflows_client_traces_the_server(model_root, tmp_path):
         assert "Profiler service is enabled" in server.log()
     [xplane] = (logdir / "plugins" / "profile").glob("*/*.xplane.pb")
     assert xplane.name == server.grpc_target.replace(":", "_") + ".xplane.pb"
-    assert not grpc_profiler.is_empty(xplane.read_bytes(), profiler_messages()["XSpacePlanes"])
+    assert not grpc_profiler.is_empty(xplane.read_bytes(), grpc_profiler.messages()["XSpacePlanes"])
 
 
 def call(channel: grpc.Channel, method: str, request, response_class):
@@ -74,7 +68,7 @@ def call(channel: grpc.Channel, method: str, request, response_class):
 
 
 def test_terminate_ends_a_profile_early_and_emit_xspace_answers_it(model_root, tmp_path):
-    messages = profiler_messages()
+    messages = grpc_profiler.messages()
     request = messages["ProfileRequest"](session_id="s1", emit_xspace=True)
     request.opts.version = 1
     request.opts.host_tracer_level = 2
@@ -113,7 +107,7 @@ def test_terminate_ends_a_profile_early_and_emit_xspace_answers_it(model_root, t
 
 
 def test_enable_profiler_false_serves_no_profiler(model_root, tmp_path):
-    messages = profiler_messages()
+    messages = grpc_profiler.messages()
     args = [*base_args(model_root), "--enable_profiler=false"]
     with model_server(args, tmp_path / "log", "hp2") as server:
         with (

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from tfs_model_server.core.config_protos import declare_field, declared_messages
 
 log = logging.getLogger(__name__)
 
@@ -31,50 +33,44 @@ _FILE = "tfs_model_server/profiler_service.proto"
 _F = descriptor_pb2.FieldDescriptorProto
 
 
-def _field(
-    message: Any, name: str, number: int, kind: int, type_name: str = "", repeated: bool = False
-) -> None:
-    label = _F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL
-    field = message.field.add(name=name, number=number, type=kind, label=label)
-    if type_name:
-        field.type_name = type_name
+def _build_file() -> descriptor_pb2.FileDescriptorProto:
+    from tensorflow.tsl.profiler.protobuf import profiler_options_pb2
+
+    file = descriptor_pb2.FileDescriptorProto(
+        name=_FILE,
+        package="tensorflow",
+        syntax="proto3",
+        dependency=[profiler_options_pb2.DESCRIPTOR.name],
+    )
+    request = file.message_type.add(name="ProfileRequest")
+    declare_field(request, "duration_ms", 1, _F.TYPE_UINT64)
+    declare_field(request, "max_events", 2, _F.TYPE_UINT64)
+    declare_field(request, "opts", 4, _F.TYPE_MESSAGE, ".tensorflow.ProfileOptions")
+    declare_field(request, "repository_root", 5, _F.TYPE_STRING)
+    declare_field(request, "session_id", 6, _F.TYPE_STRING)
+    declare_field(request, "host_name", 7, _F.TYPE_STRING)
+    declare_field(request, "emit_xspace", 9, _F.TYPE_BOOL)
+    response = file.message_type.add(name="ProfileResponse")
+    declare_field(response, "empty_trace", 7, _F.TYPE_BOOL)
+    declare_field(response, "xspace", 8, _F.TYPE_BYTES)  # an XSpace message, as bytes
+    terminate = file.message_type.add(name="TerminateRequest")
+    declare_field(terminate, "session_id", 1, _F.TYPE_STRING)
+    file.message_type.add(name="TerminateResponse")
+    # XSpace.planes (1) -> XPlane.lines (3) -> XLine.events (4), names left unread
+    line = file.message_type.add(name="XLineEvents")
+    declare_field(line, "events", 4, _F.TYPE_BYTES, repeated=True)
+    plane = file.message_type.add(name="XPlaneLines")
+    declare_field(plane, "lines", 3, _F.TYPE_MESSAGE, ".tensorflow.XLineEvents", repeated=True)
+    space = file.message_type.add(name="XSpacePlanes")
+    declare_field(space, "planes", 1, _F.TYPE_MESSAGE, ".tensorflow.XPlaneLines", repeated=True)
+    return file
 
 
-def _declare(options_file: str) -> dict[str, Any]:
-    """ProfileRequest, ProfileResponse, TerminateRequest/Response and an XSpace reader."""
-    pool = descriptor_pool.Default()
-    try:
-        pool.FindFileByName(_FILE)
-    except KeyError:
-        file = descriptor_pb2.FileDescriptorProto(
-            name=_FILE, package="tensorflow", syntax="proto3", dependency=[options_file]
-        )
-        request = file.message_type.add(name="ProfileRequest")
-        _field(request, "duration_ms", 1, _F.TYPE_UINT64)
-        _field(request, "max_events", 2, _F.TYPE_UINT64)
-        _field(request, "opts", 4, _F.TYPE_MESSAGE, ".tensorflow.ProfileOptions")
-        _field(request, "repository_root", 5, _F.TYPE_STRING)
-        _field(request, "session_id", 6, _F.TYPE_STRING)
-        _field(request, "host_name", 7, _F.TYPE_STRING)
-        _field(request, "emit_xspace", 9, _F.TYPE_BOOL)
-        response = file.message_type.add(name="ProfileResponse")
-        _field(response, "empty_trace", 7, _F.TYPE_BOOL)
-        _field(response, "xspace", 8, _F.TYPE_BYTES)  # an XSpace message, as bytes
-        _field(file.message_type.add(name="TerminateRequest"), "session_id", 1, _F.TYPE_STRING)
-        file.message_type.add(name="TerminateResponse")
-        # XSpace.planes (1) -> XPlane.lines (3) -> XLine.events (4), names left unread
-        line = file.message_type.add(name="XLineEvents")
-        _field(line, "events", 4, _F.TYPE_BYTES, repeated=True)
-        plane = file.message_type.add(name="XPlaneLines")
-        _field(plane, "lines", 3, _F.TYPE_MESSAGE, ".tensorflow.XLineEvents", repeated=True)
-        space = file.message_type.add(name="XSpacePlanes")
-        _field(space, "planes", 1, _F.TYPE_MESSAGE, ".tensorflow.XPlaneLines", repeated=True)
-        pool.Add(file)
+def messages() -> dict[str, Any]:
+    """ProfileRequest, ProfileResponse, TerminateRequest/Response and XSpacePlanes (an XSpace
+    reader that counts events), declared on first use."""
     names = ("ProfileRequest", "ProfileResponse", "TerminateRequest", "TerminateResponse")
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.{name}"))
-        for name in (*names, "XSpacePlanes")
-    }
+    return declared_messages(_build_file, _FILE, "tensorflow", (*names, "XSpacePlanes"))
 
 
 def is_empty(xspace: bytes, reader: Any) -> bool:
@@ -109,9 +105,7 @@ class ProfilerService:
     """Profile, Terminate and Monitor of tensorflow.ProfilerService."""
 
     def __init__(self) -> None:
-        from tensorflow.tsl.profiler.protobuf import profiler_options_pb2
-
-        self.messages = _declare(profiler_options_pb2.DESCRIPTOR.name)
+        self.messages = messages()
         self._lock = threading.Lock()
         self._stops: dict[str, threading.Event] = {}  # by session_id, as Terminate names them
 
@@ -171,9 +165,9 @@ class ProfilerService:
 
 
 def add_to_server(server: grpc.Server) -> None:
-    """Serve the profiler service on `server` (its messages declared on first use)."""
+    """Serve the profiler service on `server`."""
     service = ProfilerService()
-    messages = service.messages
+    declared = service.messages
 
     def unary(method: Any, request: Any, response: Any) -> Any:
         return grpc.unary_unary_rpc_method_handler(
@@ -183,9 +177,9 @@ def add_to_server(server: grpc.Server) -> None:
         )
 
     handlers = {
-        "Profile": unary(service.Profile, messages["ProfileRequest"], messages["ProfileResponse"]),
+        "Profile": unary(service.Profile, declared["ProfileRequest"], declared["ProfileResponse"]),
         "Terminate": unary(
-            service.Terminate, messages["TerminateRequest"], messages["TerminateResponse"]
+            service.Terminate, declared["TerminateRequest"], declared["TerminateResponse"]
         ),
         "Monitor": unary(service.Monitor, None, None),
     }

@@ -6,6 +6,7 @@ identically."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +23,10 @@ from tensorflow_serving.config import model_server_config_pb2
 from tfs_model_server.core.errors import invalid_argument
 
 _F = descriptor_pb2.FieldDescriptorProto
+_FILE = "tfs_model_server/serving_configs.proto"
 
 
-def _field(
+def declare_field(
     msg: descriptor_pb2.DescriptorProto,
     name: str,
     number: int,
@@ -32,6 +34,7 @@ def _field(
     type_name: str = "",
     repeated: bool = False,
 ) -> None:
+    """Declare a field of `msg` (optional unless `repeated`)."""
     field = msg.field.add(name=name, number=number, type=ftype)
     if type_name:
         field.type_name = type_name
@@ -40,7 +43,7 @@ def _field(
 
 def _build_file() -> descriptor_pb2.FileDescriptorProto:
     fd = descriptor_pb2.FileDescriptorProto(
-        name="tfs_model_server/serving_configs.proto",
+        name=_FILE,
         package="tensorflow.serving",
         syntax="proto3",
         dependency=["google/protobuf/wrappers.proto"],
@@ -51,44 +54,56 @@ def _build_file() -> descriptor_pb2.FileDescriptorProto:
         ".google.protobuf.StringValue",
         ".google.protobuf.BoolValue",
     )
-    _field(bp, "max_batch_size", 1, _F.TYPE_MESSAGE, i64)
-    _field(bp, "batch_timeout_micros", 2, _F.TYPE_MESSAGE, i64)
-    _field(bp, "max_enqueued_batches", 3, _F.TYPE_MESSAGE, i64)
-    _field(bp, "num_batch_threads", 4, _F.TYPE_MESSAGE, i64)
-    _field(bp, "thread_pool_name", 5, _F.TYPE_MESSAGE, s)
-    _field(bp, "allowed_batch_sizes", 6, _F.TYPE_INT64, repeated=True)
-    _field(bp, "pad_variable_length_inputs", 7, _F.TYPE_BOOL)
-    _field(bp, "enable_large_batch_splitting", 8, _F.TYPE_MESSAGE, b)
-    _field(bp, "max_execution_batch_size", 9, _F.TYPE_MESSAGE, i64)
-    _field(bp, "batch_padding_policy", 10, _F.TYPE_STRING)
+    declare_field(bp, "max_batch_size", 1, _F.TYPE_MESSAGE, i64)
+    declare_field(bp, "batch_timeout_micros", 2, _F.TYPE_MESSAGE, i64)
+    declare_field(bp, "max_enqueued_batches", 3, _F.TYPE_MESSAGE, i64)
+    declare_field(bp, "num_batch_threads", 4, _F.TYPE_MESSAGE, i64)
+    declare_field(bp, "thread_pool_name", 5, _F.TYPE_MESSAGE, s)
+    declare_field(bp, "allowed_batch_sizes", 6, _F.TYPE_INT64, repeated=True)
+    declare_field(bp, "pad_variable_length_inputs", 7, _F.TYPE_BOOL)
+    declare_field(bp, "enable_large_batch_splitting", 8, _F.TYPE_MESSAGE, b)
+    declare_field(bp, "max_execution_batch_size", 9, _F.TYPE_MESSAGE, i64)
+    declare_field(bp, "batch_padding_policy", 10, _F.TYPE_STRING)
     pc = fd.message_type.add(name="PrometheusConfig")
-    _field(pc, "enable", 1, _F.TYPE_BOOL)
-    _field(pc, "path", 2, _F.TYPE_STRING)
+    declare_field(pc, "enable", 1, _F.TYPE_BOOL)
+    declare_field(pc, "path", 2, _F.TYPE_STRING)
     mc = fd.message_type.add(name="MonitoringConfig")
-    _field(mc, "prometheus_config", 1, _F.TYPE_MESSAGE, ".tensorflow.serving.PrometheusConfig")
+    declare_field(
+        mc, "prometheus_config", 1, _F.TYPE_MESSAGE, ".tensorflow.serving.PrometheusConfig"
+    )
     ssl = fd.message_type.add(name="SSLConfig")
-    _field(ssl, "server_key", 1, _F.TYPE_STRING)
-    _field(ssl, "server_cert", 2, _F.TYPE_STRING)
-    _field(ssl, "custom_ca", 3, _F.TYPE_STRING)
-    _field(ssl, "client_verify", 4, _F.TYPE_BOOL)
+    declare_field(ssl, "server_key", 1, _F.TYPE_STRING)
+    declare_field(ssl, "server_cert", 2, _F.TYPE_STRING)
+    declare_field(ssl, "custom_ca", 3, _F.TYPE_STRING)
+    declare_field(ssl, "client_verify", 4, _F.TYPE_BOOL)
     return fd
 
 
-def _messages() -> dict[str, type]:
+def declared_messages(
+    build: Callable[[], descriptor_pb2.FileDescriptorProto],
+    file_name: str,
+    package: str,
+    names: Sequence[str],
+) -> dict[str, Any]:
+    """The classes of `package`'s messages `names`, declared by the file `build` makes (added
+    to the default pool once: a second call finds it there)."""
     pool = descriptor_pool.Default()
     try:
-        pool.FindFileByName("tfs_model_server/serving_configs.proto")
+        pool.FindFileByName(file_name)
     except KeyError:
-        pool.Add(_build_file())
+        pool.Add(build())
     return {
-        name: message_factory.GetMessageClass(
-            pool.FindMessageTypeByName(f"tensorflow.serving.{name}")
-        )
-        for name in ("BatchingParameters", "PrometheusConfig", "MonitoringConfig", "SSLConfig")
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.{name}"))
+        for name in names
     }
 
 
-_CLASSES = _messages()
+_CLASSES = declared_messages(
+    _build_file,
+    _FILE,
+    "tensorflow.serving",
+    ("BatchingParameters", "PrometheusConfig", "MonitoringConfig", "SSLConfig"),
+)
 BatchingParameters = _CLASSES["BatchingParameters"]
 MonitoringConfig = _CLASSES["MonitoringConfig"]
 SSLConfig = _CLASSES["SSLConfig"]

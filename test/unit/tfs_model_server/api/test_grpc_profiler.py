@@ -49,7 +49,7 @@ def test_the_trace_goes_where_tensorflow_writes_it(root, session, host, expected
 
 
 def test_a_trace_is_empty_without_events() -> None:
-    reader = grpc_profiler._declare(profiler_options_pb2.DESCRIPTOR.name)["XSpacePlanes"]
+    reader = grpc_profiler.messages()["XSpacePlanes"]
     space = xplane_pb2.XSpace()
     plane = space.planes.add(name="/host:CPU")
     line = plane.lines.add(name="thread")
