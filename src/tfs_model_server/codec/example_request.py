@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from tensorflow.core.example import example_pb2, feature_pb2
-from tensorflow.core.framework import types_pb2
 
 from tfs_model_server.codec.base64_objects import decode_b64_object, is_b64_object
 from tfs_model_server.codec.request_object import format_error, predict_signature_name
-from tfs_model_server.codec.tensors import INT64_MAX, is_lossless
-from tfs_model_server.codec.value_text import json_type, value_to_string
+from tfs_model_server.codec.tensors import INT64_MAX
+from tfs_model_server.codec.value_text import json_type
 from tfs_model_server.core.errors import invalid_argument
 from tfs_rest_json import utf8 as _utf8
 
@@ -38,15 +37,11 @@ def _feature_value(value: Any, name: str) -> tuple[str, Any]:
 
 
 def _checked_feature_value(kind: str, value: Any, name: str) -> Any:
+    """A float feature value is kept as it is: float_list stores it as GetFloat() does."""
     if isinstance(value, dict):
         return decode_b64_object(value)
-    if kind == "float" and not is_lossless(value, types_pb2.DT_FLOAT):
-        raise invalid_argument(
-            f"Cannot convert JSON value: {value_to_string(value)} "
-            "to float without loss of precision."
-        )
     if kind == "int64" and value > INT64_MAX:
-        raise invalid_argument(f"Feature: {name} has uint64 element. Only int64 is supported.")
+        raise invalid_argument(f"Feature: {name} has uint64_t element. Only int64_t is supported.")
     return value
 
 

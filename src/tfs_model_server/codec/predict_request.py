@@ -88,7 +88,7 @@ def _exact_instances(
             if set(element) != set(names):
                 raise invalid_argument(
                     f"Failed to process element: {index} of 'instances' list. JSON object: "
-                    f"{value_to_string(element)} must only have keys: {','.join(names)}"
+                    f"{value_to_string(element)} keys must be equal to: {','.join(names)}"
                 )
         else:
             if _is_element_object(element):
@@ -174,7 +174,7 @@ def predict_inputs(
                 )
             instances = doc["instances"]
             if not isinstance(instances, list):
-                raise format_error(doc, "Excepting 'instances' to be an list/array")
+                raise format_error(doc, "Expecting 'instances' to be an list/array")
             if not instances:
                 raise format_error(doc, "No values in 'instances' array")
             return _from_instances(instances, specs), True

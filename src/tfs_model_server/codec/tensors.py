@@ -1,13 +1,13 @@
 """One JSON value (nested lists of leaves) as a tensor of a TF dtype, with TF Serving's rules.
 
 A port of json_tensor.cc's AddValueToTensor/FillTensorProto: which JSON leaves each dtype
-accepts, lossless decimals, rectangular nesting, with its error texts. Well-formed input is
-converted vectorised; anything else takes the element-by-element walk that finds the error.
+accepts (any number for a float or double, rounded as a C cast rounds it), rectangular
+nesting, with its error texts. Well-formed input is converted vectorised; anything else
+takes the element-by-element walk that finds the error.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from itertools import chain
 from typing import Any
@@ -21,13 +21,11 @@ from tfs_model_server.core.errors import ServingError, invalid_argument, unimple
 from tfs_model_server.core.tensor_spec import DTYPE_NAMES
 from tfs_rest_json import utf8 as _utf8
 
-_FLT_MAX = float(np.finfo(np.float32).max)
 _INT32 = (-(2**31), 2**31 - 1)
 INT64_MAX = 2**63 - 1
 _INT64 = (-(2**63), INT64_MAX)
 _UINT32_MAX = 2**32 - 1
 _UINT64_MAX = 2**64 - 1
-_MAX_EXACT_INT = {types_pb2.DT_FLOAT: 2**24 - 1, types_pb2.DT_DOUBLE: 2**53 - 1}
 
 _NP_DTYPES: dict[int, Any] = {
     types_pb2.DT_FLOAT: np.float32,
@@ -63,15 +61,6 @@ def _type_error(value: Any, dtype: int) -> ServingError:
     )
 
 
-def is_lossless(value: int | float, dtype: int) -> bool:
-    """IsLosslessDecimal<float|double>()."""
-    if isinstance(value, int):
-        return abs(value) <= _MAX_EXACT_INT[dtype]
-    if not math.isfinite(value) or dtype == types_pb2.DT_DOUBLE:
-        return True
-    return -_FLT_MAX <= value <= _FLT_MAX
-
-
 def _int_in(value: Any, low: int, high: int) -> bool:
     return type(value) is int and low <= value <= high
 
@@ -81,12 +70,6 @@ def _tensor_value(value: Any, dtype: int) -> Any:
     if dtype in _DECIMALS:
         if type(value) not in (int, float):
             raise _type_error(value, dtype)
-        if not is_lossless(value, dtype):
-            target = "float" if dtype == types_pb2.DT_FLOAT else "double"
-            raise invalid_argument(
-                f"Cannot convert JSON value: {value_to_string(value)} "
-                f"to {target} without loss of precision."
-            )
         return value
     if dtype not in _NP_DTYPES:
         raise unimplemented(
@@ -164,10 +147,18 @@ def _np_dtype(dtype: int) -> Any:
         return object
 
 
+def _decimal_array(values: list, dtype: int) -> np.ndarray:
+    """rapidjson's GetDouble(), then GetFloat()'s static_cast<float>: out of range is inf."""
+    with np.errstate(over="ignore"):
+        return np.array(values, dtype=np.float64).astype(_NP_DTYPES[dtype])
+
+
 def make_array(values: list, shape: Sequence[int], dtype: int) -> np.ndarray:
     """Values already checked by _tensor_value() as an ndarray of `dtype`."""
     np_dtype = _np_dtype(dtype)
-    if np_dtype is object:
+    if dtype in _DECIMALS:
+        array = _decimal_array(values, dtype)
+    elif np_dtype is object:
         array = np.empty(len(values), dtype=object)
         array[:] = values
     elif dtype in _SMALL_INTS:  # TF copies int_val (int32) into the narrower type
@@ -210,7 +201,7 @@ def fast_tensor(value: Any, dtype: int) -> np.ndarray | None:
                 return None
             return make_array([_utf8(s) for s in flat], shape, dtype)
         if dtype in _DECIMALS:
-            return _fast_decimal(flat, shape, types, dtype)
+            return _decimal_array(flat, dtype).reshape(shape) if types <= {int, float} else None
         if not types <= {int}:
             return None
         if dtype == types_pb2.DT_UINT64:
@@ -224,23 +215,6 @@ def fast_tensor(value: Any, dtype: int) -> np.ndarray | None:
         return array.astype(_NP_DTYPES[dtype]).reshape(shape)
     except OverflowError:
         return None
-
-
-def _fast_decimal(flat: list, shape: list[int], types: set, dtype: int) -> np.ndarray | None:
-    if not types <= {int, float}:
-        return None
-    array = np.array(flat, dtype=np.float64)
-    if int in types and array.size:
-        finite = array[np.isfinite(array)] if float in types else array
-        if finite.size and np.abs(finite).max() > _MAX_EXACT_INT[dtype]:
-            return None
-    if (
-        float in types
-        and dtype == types_pb2.DT_FLOAT
-        and (np.count_nonzero(np.abs(array) > _FLT_MAX) != np.count_nonzero(np.isinf(array)))
-    ):
-        return None
-    return array.astype(_NP_DTYPES[dtype]).reshape(shape)
 
 
 def as_tensor(value: Any, dtype: int) -> np.ndarray:

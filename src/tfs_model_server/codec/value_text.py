@@ -1,7 +1,9 @@
-"""JSON values as TF Serving prints them in its error messages (JsonValueToString, JsonTypeString).
+"""JSON values as TF Serving prints them in its error messages (JsonValueToDebugString,
+JsonTypeString).
 
 TF Serving writes the offending value with rapidjson's PrettyWriter; this emulates that writer
-(Grisu shortest doubles, four-space indent, a stop at the first NaN/Infinity in a container).
+(Grisu shortest doubles, four-space indent, arrays on one line, a stop at the first
+NaN/Infinity) and the 256-byte limit TF Serving puts on it.
 """
 
 from __future__ import annotations
@@ -9,13 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
-from tfs_rest_json import decimal as _decimal
 from tfs_rest_json import indent as _indent
 from tfs_rest_json import json_string as _json_string
-
-_FLOAT_LIMIT = 3.4028234e38  # rapidjson Value::IsFloat() bounds
 
 
 def _rapidjson_double(value: float) -> str:
@@ -44,31 +41,75 @@ def _rapidjson_double(value: float) -> str:
     return sign + text
 
 
-class _Abort(Exception):
-    """rapidjson's writer refuses NaN/Infinity inside containers and stops."""
+_DEBUG_STRING_BYTES = 256  # kMaxJsonDebugStringBytes
 
 
-def _pretty(value: Any, depth: int, out: list[str]) -> None:
-    if isinstance(value, dict):
-        if not value:
-            out.append("{}")
+class _Stop(Exception):
+    """The writer refused a value (NaN/Infinity) or the text reached its limit."""
+
+
+class _DebugWriter:
+    """JsonValueToDebugString(): rapidjson's PrettyWriter with kFormatSingleLineArray behind
+    JsonWriterWithLimit, which starts no writer call once the text has 256 bytes."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.levels: list[list] = []  # [in_array, value_count] of each open container
+
+    def _write(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text.encode("utf-8", "surrogateescape"))
+
+    def _call(self) -> None:
+        """JsonWriterWithLimit::InLimit()."""
+        if self.size >= _DEBUG_STRING_BYTES:
+            raise _Stop
+
+    def _prefix(self) -> None:
+        """PrettyWriter::PrettyPrefix(): separators before a value or key."""
+        self._call()
+        if not self.levels:
             return
-        out.append("{")
-        for i, (key, item) in enumerate(value.items()):
-            out.append(("\n" if i == 0 else ",\n") + _indent(depth + 1) + _json_string(key) + ": ")
-            _pretty(item, depth + 1, out)
-        out.append("\n" + _indent(depth) + "}")
-    elif isinstance(value, list):
-        if not value:
-            out.append("[]")
-            return
-        out.append("[")
-        for i, item in enumerate(value):
-            out.append(("\n" if i == 0 else ",\n") + _indent(depth + 1))
-            _pretty(item, depth + 1, out)
-        out.append("\n" + _indent(depth) + "]")
-    else:
-        out.append(_scalar_text(value))
+        level = self.levels[-1]
+        in_array, count = level
+        if in_array:
+            self._write(", " if count else "")
+        elif count % 2:
+            self._write(": ")
+        else:
+            self._write((",\n" if count else "\n") + _indent(len(self.levels)))
+        level[1] += 1
+
+    def _end(self, closer: str) -> None:
+        self._call()
+        in_array, count = self.levels.pop()
+        if count and not in_array:
+            self._write("\n" + _indent(len(self.levels)))
+        self._write(closer)
+
+    def value(self, value: Any) -> None:
+        """rapidjson Value::Accept()."""
+        self._prefix()
+        if isinstance(value, dict):
+            self._write("{")
+            self.levels.append([False, 0])
+            for key, item in value.items():
+                self._prefix()
+                self._write(_json_string(key))
+                self.value(item)
+            self._end("}")
+        elif isinstance(value, list):
+            self._write("[")
+            self.levels.append([True, 0])
+            for item in value:
+                self.value(item)
+            self._end("]")
+        else:
+            self._write(_scalar_text(value))
+
+    def text(self) -> str:
+        return "".join(self.parts)
 
 
 def _scalar_text(value: Any) -> str:
@@ -80,25 +121,19 @@ def _scalar_text(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise _Abort
+            raise _Stop  # Writer::WriteDouble() refuses NaN/Infinity
         return _rapidjson_double(value)
     return _json_string(value)
 
 
 def value_to_string(value: Any) -> str:
-    """JsonValueToString(): a JSON value as TF Serving prints it in error messages."""
-    if isinstance(value, float):
-        if -_FLOAT_LIMIT <= value <= _FLOAT_LIMIT:
-            return _decimal(float(np.float32(value)), True)
-        return _decimal(value, False)
-    out: list[str] = []
+    """JsonValueToDebugString(): a JSON value as TF Serving quotes it in error messages."""
+    writer = _DebugWriter()
     try:
-        _pretty(value, 0, out)
-    except _Abort:
+        writer.value(value)
+    except _Stop:
         pass
-    except RecursionError:
-        return "<nested too deeply>"
-    return "".join(out)
+    return writer.text()
 
 
 def json_type(value: Any) -> str:

@@ -108,11 +108,7 @@ def test_classify_regress_request_with_context_and_signature(verb):
         ),
         (
             '{"examples": [{"names": [20, 18446744073709551603]}]}',
-            "Feature: names has uint64 element. Only int64 is supported.",
-        ),
-        (
-            '{"examples": [{"names": 1.7976931348623157e308}]}',
-            "to float without loss of precision.",
+            "Feature: names has uint64_t element. Only int64_t is supported.",
         ),
         ('{"examples": [{"names": {"b64": "%%%"}}]}', "Unable to base64 decode"),
         (
@@ -125,3 +121,10 @@ def test_classify_regress_request_errors(verb, body, message):
     err = _error(classify_regress_request, loads(body), verb)
     assert err.code == Code.INVALID_ARGUMENT
     assert message in err.message
+
+
+def test_float_features_are_rounded_not_refused():
+    """GetFloat(): a number out of float range is stored as infinity, not refused."""
+    doc = loads('{"examples": [{"x": [1.7976931348623157e308, -1e39, 16777217.0]}]}')
+    (example,) = _examples(classify_regress_request(doc)[1])
+    assert example.features.feature["x"].float_list.value == [math.inf, -math.inf, 16777216.0]

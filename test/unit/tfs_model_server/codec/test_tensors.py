@@ -21,6 +21,8 @@ from tfs_model_server.core.errors import Code, ServingError
         ([True, False], types_pb2.DT_BOOL, [True, False], np.bool_),
         (["a", {"b64": "Yg=="}], types_pb2.DT_STRING, [b"a", b"b"], object),
         (7, types_pb2.DT_INT64, 7, np.int64),
+        ([2**53 + 1, 1e39], types_pb2.DT_FLOAT, [2.0**53, float("inf")], np.float32),
+        ([2**53 + 1], types_pb2.DT_DOUBLE, [2.0**53], np.float64),
     ],
 )
 def test_as_tensor(value, dtype, expected, np_dtype) -> None:
@@ -32,7 +34,6 @@ def test_as_tensor(value, dtype, expected, np_dtype) -> None:
     ("value", "dtype", "code", "message"),
     [
         ([1, 2**31], types_pb2.DT_INT32, Code.INVALID_ARGUMENT, "JSON Value: 2147483648 Type: "),
-        ([2**53 + 1], types_pb2.DT_DOUBLE, Code.INVALID_ARGUMENT, "Cannot convert JSON value"),
         ([-1], types_pb2.DT_UINT32, Code.INVALID_ARGUMENT, "JSON Value: -1 Type: Number"),
         ([1.5], types_pb2.DT_HALF, Code.UNIMPLEMENTED, "Conversion of JSON Value: 1.5"),
         ([{"b64": "eA=="}], types_pb2.DT_INT32, Code.INVALID_ARGUMENT, "JSON Value: {"),

@@ -14,15 +14,17 @@ from tfs_model_server.codec.value_text import json_type, value_to_string
     [
         (1.0, "1.0"),
         (0.1, "0.1"),
-        (16777217.0, "16777216.0"),  # within float range: printed as its float32
-        (1e300, "1e+300"),
+        (16777217.0, "16777217.0"),  # a double, as Writer::Double() writes it
+        (1e300, "1e300"),
         (5, "5"),
         (True, "true"),
         (None, "null"),
         ('a"b', '"a\\"b"'),
-        ([1, [2.5]], "[\n    1,\n    [\n        2.5\n    ]\n]"),
+        ([1, [2.5]], "[1, [2.5]]"),  # kFormatSingleLineArray
+        ([{"a": 1}, []], '[{\n        "a": 1\n    }, []]'),
         ({"a": {}}, '{\n    "a": {}\n}'),
-        ([1, math.nan, 2], "[\n    1,\n    "),  # rapidjson's writer stops at NaN
+        ([1, math.nan, 2], "[1, "),  # rapidjson's writer stops at NaN
+        (math.inf, ""),
     ],
 )
 def test_value_to_string(value, text) -> None:
