@@ -66,11 +66,15 @@ def test_status_of_all_versions_latest_first(server):
     assert statuses[0]["status"] == {"error_code": "OK", "error_message": ""}
 
 
-def test_status_of_one_version_and_label(server):
+def test_status_of_one_version_and_every_version_for_a_label(server):
+    """As TF Serving's GetModelStatus (get_model_status_impl.cc), which reads only a version:
+    a label in the path is not resolved, and the answer lists every version."""
     one = requests.get(f"{server.rest}/v1/models/half_plus_three/versions/123", timeout=10).json()
     assert [s["version"] for s in one["model_version_status"]] == ["123"]
     label = requests.get(f"{server.rest}/v1/models/half_plus_three/labels/canary", timeout=10)
-    assert [s["version"] for s in label.json()["model_version_status"]] == ["124"]
+    assert [s["version"] for s in label.json()["model_version_status"]] == ["124", "123"]
+    unknown = requests.get(f"{server.rest}/v1/models/half_plus_three/labels/gold", timeout=10)
+    assert unknown.status_code == 200
 
 
 def test_versions_and_labels_route_predictions(server):

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import grpc
+from tensorflow_serving.apis import model_pb2
 
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
-from tfs_model_server.core.errors import ServingError
+from tfs_model_server.core.errors import ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +22,13 @@ def deadline(context: grpc.ServicerContext) -> float | None:
     """The call's deadline as a time.monotonic() value (None when the client set none)."""
     remaining = context.time_remaining()
     return None if remaining is None else time.monotonic() + remaining
+
+
+def requested_spec(request: Any) -> model_pb2.ModelSpec:
+    """The request's model_spec; INVALID_ARGUMENT when it has none, as TF Serving's services."""
+    if not request.HasField("model_spec"):
+        raise invalid_argument("Missing ModelSpec")
+    return request.model_spec
 
 
 class Calls:
@@ -37,8 +45,12 @@ class Calls:
         fn: Callable[[ModelRef], Response],
     ) -> Response:
         """call() of fn on the model the request's model_spec names."""
-        spec = request.model_spec
-        return self.call(api, spec.name, context, lambda: fn(ModelRef.from_spec(spec)))
+        return self.call(
+            api,
+            request.model_spec.name,
+            context,
+            lambda: fn(ModelRef.from_spec(requested_spec(request))),
+        )
 
     def call(
         self,

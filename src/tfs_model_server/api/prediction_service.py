@@ -3,6 +3,7 @@ MultiInference and GetModelMetadata."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import grpc
@@ -10,12 +11,13 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     inference_pb2,
+    model_pb2,
     predict_pb2,
     prediction_service_pb2_grpc,
     regression_pb2,
 )
 
-from tfs_model_server.api.grpc_calls import Calls, deadline
+from tfs_model_server.api.grpc_calls import Calls, deadline, requested_spec
 from tfs_model_server.core import servable as sv
 from tfs_model_server.core.dataplane import InferenceResult, ModelRef, model_spec
 from tfs_model_server.core.example_inputs import serialized_examples
@@ -34,6 +36,12 @@ def _fill_result(result: InferenceResult, out: Any) -> None:
             out.regressions.add(value=value)
 
 
+def _response_spec(result: InferenceResult) -> model_pb2.ModelSpec:
+    """A classify/regress result's model_spec: its signature named even when the request left
+    it to the default (MakeModelSpec)."""
+    return model_spec(result.model_name, result.version, result.signature_name)
+
+
 class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, Calls):
     """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
 
@@ -41,9 +49,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, C
         self, request: predict_pb2.PredictRequest, context: grpc.ServicerContext
     ) -> predict_pb2.PredictResponse:
         def run() -> predict_pb2.PredictResponse:
+            ref = ModelRef.from_spec(requested_spec(request))
             inputs = {k: to_ndarray(v, k) for k, v in request.inputs.items()}
             result = self.plane.predict(
-                ModelRef.from_spec(request.model_spec),
+                ref,
                 inputs,
                 list(request.output_filter),
                 deadline(context),
@@ -75,13 +84,10 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, C
         """Classify or Regress: fill `response` (with its model_spec and result)."""
 
         def run() -> Any:
-            examples, ctx = serialized_examples(request.input)
-            ref = ModelRef.from_spec(request.model_spec)
-            result = self.plane.infer(ref, method, examples, ctx, deadline(context))
-            signature_name = request.model_spec.signature_name
-            response.model_spec.CopyFrom(
-                model_spec(result.model_name, result.version, signature_name)
-            )
+            ref = ModelRef.from_spec(requested_spec(request))
+            examples = functools.partial(serialized_examples, request.input)
+            result = self.plane.infer(ref, method, examples, deadline(context))
+            response.model_spec.CopyFrom(_response_spec(result))
             _fill_result(result, response.result)
             return response
 
@@ -91,16 +97,12 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, C
         self, request: inference_pb2.MultiInferenceRequest, context: grpc.ServicerContext
     ) -> inference_pb2.MultiInferenceResponse:
         def run() -> inference_pb2.MultiInferenceResponse:
-            examples, ctx = serialized_examples(request.input)
+            examples = functools.partial(serialized_examples, request.input)
             tasks = [(ModelRef.from_spec(t.model_spec), t.method_name) for t in request.tasks]
-            results = self.plane.multi_inference(tasks, examples, ctx, deadline(context))
+            results = self.plane.multi_inference(tasks, examples, deadline(context))
             response = inference_pb2.MultiInferenceResponse()
-            for task, result in zip(request.tasks, results, strict=True):
-                out = response.results.add(
-                    model_spec=model_spec(
-                        result.model_name, result.version, task.model_spec.signature_name
-                    )
-                )
+            for result in results:
+                out = response.results.add(model_spec=_response_spec(result))
                 classified = result.classifications is not None
                 _fill_result(
                     result, out.classification_result if classified else out.regression_result

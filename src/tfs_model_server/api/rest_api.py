@@ -43,6 +43,7 @@ _STATUS = re.compile(
     re.IGNORECASE,
 )
 _V1 = re.compile(r"/v1/.*", re.IGNORECASE)
+_VERBS = ("classify", "regress", "predict")
 _MAX_UNCOMPRESSED = 100 * 1024 * 1024
 _JSON = [(b"content-type", b"application/json")]
 
@@ -160,14 +161,17 @@ class RestApi:
         start = time.perf_counter()
         api, model_name = "", ""
         try:
-            if method == "POST" and (m := _PREDICT.fullmatch(path)):
+            # As in TF Serving, the path patterns ignore case but the verb and `metadata` are
+            # compared exactly: `:PREDICT` is malformed, `/METADATA` asks for the status.
+            if method == "POST" and (m := _PREDICT.fullmatch(path)) and m[4] in _VERBS:
                 name, version, label, verb = m.groups()
-                api, model_name = verb.lower(), urllib.parse.unquote(name)
-                reply = self._post(verb.lower(), name, version, label, body, deadline)
+                api, model_name = verb, urllib.parse.unquote(name)
+                reply = self._post(verb, name, version, label, body, deadline)
             elif method == "GET" and (m := _STATUS.fullmatch(path)):
-                name, version, label, meta = m.groups()
+                name, version, label, subresource = m.groups()
                 if not name:
                     raise invalid_argument("Missing model name in request.")
+                meta = subresource == "metadata"
                 api, model_name = ("metadata" if meta else "status"), urllib.parse.unquote(name)
                 ref = _ref(name, version, label)
                 if meta:
@@ -200,10 +204,11 @@ class RestApi:
             return self._predict(ref, doc, deadline)
         signature, examples, context = classify_regress_request(doc, verb)
         ref = ModelRef(ref.name, ref.version, ref.label, signature)
+        parsed = lambda: (examples, context)  # noqa: E731 - the JSON is read before the model
         if verb == "classify":
-            result = self.plane.infer(ref, CLASSIFY_METHOD, examples, context, deadline)
+            result = self.plane.infer(ref, CLASSIFY_METHOD, parsed, deadline)
             return Reply(200, classify_response(result.classifications or []), _JSON)
-        result = self.plane.infer(ref, REGRESS_METHOD, examples, context, deadline)
+        result = self.plane.infer(ref, REGRESS_METHOD, parsed, deadline)
         return Reply(200, regress_response(result.regressions or []), _JSON)
 
     def _predict(self, ref: ModelRef, doc, deadline: float | None) -> Reply:

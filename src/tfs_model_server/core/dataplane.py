@@ -18,7 +18,13 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.core import servable as sv
-from tfs_model_server.core.errors import Code, ServingError, deadline_exceeded, invalid_argument
+from tfs_model_server.core.errors import (
+    Code,
+    ServingError,
+    deadline_exceeded,
+    invalid_argument,
+    unimplemented,
+)
 from tfs_model_server.core.inference import (
     Classes,
     classifications,
@@ -82,6 +88,28 @@ def model_spec(name: str, version: int, signature_name: str) -> model_pb2.ModelS
 BATCH_THREAD_POOL = "model_server_batch_threads"
 
 
+ExampleSource = Callable[[], tuple[Sequence[bytes], bytes | None]]
+"""A request's serialized tf.Examples and context, read when the model and signature pass."""
+
+
+def _check_task(servable: Servable, ref: ModelRef, method: str, seen: set[str]) -> None:
+    """TensorFlowMultiInferenceRunner::Infer's checks of one task (multi_inference.cc)."""
+    if not ref.name:
+        raise invalid_argument("Found ModelSpec with an empty model name.")
+    if ref.name != servable.name:
+        raise invalid_argument(
+            "All ModelSpecs in a MultiInferenceRequest must access the same model name."
+        )
+    signature_name = ref.signature_name or sv.DEFAULT_SIGNATURE
+    if signature_name in seen:
+        raise invalid_argument(f"Duplicate evaluation of signature: {signature_name}")
+    seen.add(signature_name)
+    if signature_name not in servable.signatures:
+        raise invalid_argument(f"Requested signature not found in model graph: {signature_name}")
+    if method not in (sv.CLASSIFY_METHOD, sv.REGRESS_METHOD):
+        raise unimplemented(f"Unsupported signature method_name: {method}")
+
+
 @dataclass
 class DataPlane:
     """Predict, classify, regress, multi-inference, metadata and status over a ModelManager."""
@@ -93,7 +121,10 @@ class DataPlane:
 
     @contextlib.contextmanager
     def held(self, ref: ModelRef) -> Iterator[Servable]:
-        """The version ref names, held loaded for one request."""
+        """The version ref names, held loaded for one request (ServerCore's
+        GetServableHandle: a nameless ModelSpec is refused before any lookup)."""
+        if not ref.name:
+            raise invalid_argument("ModelSpec has no name specified.")
         ref.check()
         with self.manager.servable(ref.name, ref.version, ref.label) as servable:
             yield servable
@@ -208,49 +239,37 @@ class DataPlane:
         return result
 
     def infer(
-        self,
-        ref: ModelRef,
-        method: str,
-        examples: Sequence[bytes],
-        context: bytes | None,
-        deadline: float | None,
+        self, ref: ModelRef, method: str, examples: ExampleSource, deadline: float | None
     ) -> InferenceResult:
-        """Classify or regress (by method) on the version ref names."""
+        """Classify or regress (by method) on the version ref names. As in TF Serving, the
+        model and its signature are checked before the request's input is read."""
         with self.held(ref) as servable:
-            return self.infer_on(servable, method, ref.signature_name, examples, context, deadline)
+            inference_signature(servable, ref.signature_name, method, self.method_name_check)
+            serialized, context = examples()
+            return self.infer_on(
+                servable, method, ref.signature_name, serialized, context, deadline
+            )
 
     def multi_inference(
         self,
         tasks: Sequence[tuple[ModelRef, str]],
-        examples: Sequence[bytes],
-        context: bytes | None = None,
+        examples: ExampleSource,
         deadline: float | None = None,
     ) -> list[InferenceResult]:
-        """Several classify/regress tasks of one model version over the same examples."""
+        """Several classify/regress tasks over the same examples, on the version the first
+        task's ModelSpec names (TF Serving's RunMultiInferenceWithServerCore: the other tasks'
+        versions play no part); every task is checked, in TF Serving's order, before the
+        input is read and any task runs."""
         if not tasks:
-            raise invalid_argument("Inference request should contain at least one task.")
-        first = tasks[0][0]
-        seen: set[str] = set()
-        for ref, method in tasks:
-            if ref.name != first.name:
-                raise invalid_argument(
-                    "All ModelSpecs in a MultiInferenceRequest must access the same model name."
-                )
-            if ref.version != first.version or ref.label != first.label:
-                raise invalid_argument(
-                    "ModelSpecs in a MultiInferenceRequest must access the same model version."
-                )
-            if ref.signature_name in seen:
-                raise invalid_argument(
-                    "Duplicate evaluation of signature: "
-                    f"{ref.signature_name or sv.DEFAULT_SIGNATURE}"
-                )
-            seen.add(ref.signature_name)
-            if method not in (sv.CLASSIFY_METHOD, sv.REGRESS_METHOD):
-                raise invalid_argument(f"Unsupported signature method_name: {method}")
-        with self.held(first) as servable:
+            raise invalid_argument("ModelSpec has no name specified.")
+        with self.held(tasks[0][0]) as servable:
+            seen: set[str] = set()
+            for ref, method in tasks:
+                _check_task(servable, ref, method, seen)
+                inference_signature(servable, ref.signature_name, method, self.method_name_check)
+            serialized, context = examples()
             return [
-                self.infer_on(servable, method, ref.signature_name, examples, context, deadline)
+                self.infer_on(servable, method, ref.signature_name, serialized, context, deadline)
                 for ref, method in tasks
             ]
 
@@ -276,11 +295,10 @@ class DataPlane:
             return response
 
     def status(self, ref: ModelRef) -> get_model_status_pb2.GetModelStatusResponse:
-        if not ref.name:
-            raise invalid_argument("Missing ModelSpec")
+        """GetModelStatusImpl: a nameless model is not found like any other."""
         ref.check()
         response = get_model_status_pb2.GetModelStatusResponse()
-        for version, state, error in self.manager.version_states(ref.name, ref.version, ref.label):
+        for version, state, error in self.manager.version_states(ref.name, ref.version):
             entry = response.model_version_status.add(version=version, state=int(state))
             if error is not None:
                 entry.status.error_code = error.code.number

@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from tensorflow.core.framework import types_pb2
 
 from tfs_model_server.core import servable as sv
+from tfs_model_server.core import tf_runtime
 from tfs_model_server.core.errors import invalid_argument
 from tfs_model_server.core.servable import Servable, Signature
 
@@ -19,13 +21,18 @@ def _shape_text(value: np.ndarray) -> str:
 
 
 def _dtype_text(value: np.ndarray) -> str:
-    return f"DT_{str(value.dtype).upper()}"
+    """TF's DataType_Name of an output's type: DT_FLOAT, DT_DOUBLE, DT_STRING (the runtime
+    answers strings as an object array) ..."""
+    if value.dtype == object:
+        return "DT_STRING"
+    return types_pb2.DataType.Name(tf_runtime.as_dtype(value.dtype).as_datatype_enum)
 
 
 def inference_signature(
     servable: Servable, signature_name: str, method: str, method_name_check: bool
 ) -> Signature:
-    """The classify (CLASSIFY_METHOD) or regress signature a request names, checked."""
+    """The classify (CLASSIFY_METHOD) or regress signature a request names, checked in TF
+    Serving's order (PreProcessClassification, PreProcessRegression)."""
     name = signature_name or sv.DEFAULT_SIGNATURE
     signature = servable.signatures.get(name)
     if signature is None:
@@ -37,25 +44,22 @@ def inference_signature(
         )
     if len(signature.inputs) != 1:
         raise invalid_argument("Expected one input Tensor.")
+    classify = method == sv.CLASSIFY_METHOD
+    if classify and len(signature.outputs) not in (1, 2):
+        raise invalid_argument(
+            f"Expected one or two output Tensors, found {len(signature.outputs)}"
+        )
+    if not classify and len(signature.outputs) != 1:
+        raise invalid_argument("Expected one output Tensor.")
     if "inputs" not in signature.inputs:
         raise invalid_argument(f"No {kind} inputs found in SignatureDef: {signature.proto}")
-    if method == sv.CLASSIFY_METHOD:
-        if len(signature.outputs) not in (1, 2):
-            raise invalid_argument(
-                f"Expected one or two output Tensors, found {len(signature.outputs)}"
-            )
-        if "classes" not in signature.outputs and "scores" not in signature.outputs:
-            raise invalid_argument(
-                "Expected classification signature outputs to contain at least one of "
-                f'"classes" or "scores". Signature was: {signature.proto}'
-            )
-    else:
-        if len(signature.outputs) != 1:
-            raise invalid_argument("Expected one output Tensor.")
-        if "outputs" not in signature.outputs:
-            raise invalid_argument(
-                f"No regression outputs found in SignatureDef: {signature.proto}"
-            )
+    if classify and "classes" not in signature.outputs and "scores" not in signature.outputs:
+        raise invalid_argument(
+            "Expected classification signature outputs to contain at least one of "
+            f'"classes" or "scores". Signature was: {signature.proto}'
+        )
+    if not classify and "outputs" not in signature.outputs:
+        raise invalid_argument(f"No regression outputs found in SignatureDef: {signature.proto}")
     return signature
 
 
@@ -118,10 +122,10 @@ def regressions(value: np.ndarray, n: int) -> list[float]:
             "Expected output Tensor shape to be either [batch_size] or "
             f"[batch_size, 1] but got {_shape_text(value)}"
         )
-    if value.dtype != np.float32:
-        raise invalid_argument(f"Expected output Tensor of DT_FLOAT. Got: {_dtype_text(value)}")
     if value.shape[0] != n:
         raise invalid_argument(
             f"Input batch size did not match output batch size: {n} vs. {value.shape[0]}"
         )
+    if value.dtype != np.float32:
+        raise invalid_argument(f"Expected output Tensor of DT_FLOAT.  Got: {_dtype_text(value)}")
     return [float(v) for v in value.reshape(-1)]

@@ -475,22 +475,20 @@ class ModelManager:
                     self._lock.notify_all()
 
     def version_states(
-        self, name: str, version: int | None = None, label: str | None = None
+        self, name: str, version: int | None = None
     ) -> list[tuple[int, State, ServingError | None]]:
-        """(version, state, error) for GetModelStatus, latest version first."""
+        """(version, state, error) for GetModelStatus, latest version first. As in TF
+        Serving's GetModelStatusImpl, a given version is looked up directly (its error names
+        the version even for an unknown model), and version labels play no part."""
         with self._lock:
             record = self._models.get(name) or self._retired.get(name)
-            if label:
-                if record is None or label not in record.labels:
-                    raise invalid_argument(f"Unrecognized servable version label: {label}")
-                version = record.labels[label]
-            if record is None or not record.versions:
-                raise not_found(f"Could not find any versions of model {name}")
             if version is not None:
-                rec = record.versions.get(version)
+                rec = record.versions.get(version) if record is not None else None
                 if rec is None:
                     raise not_found(f"Could not find version {version} of model {name}")
                 return [(rec.version, rec.state, rec.error)]
+            if record is None or not record.versions:
+                raise not_found(f"Could not find any versions of model {name}")
             return [
                 (r.version, r.state, r.error)
                 for r in sorted(record.versions.values(), key=lambda r: -r.version)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
 from tfs_model_server.batching.options import BatchingOptions
@@ -72,6 +73,11 @@ def _signature(key: str, proto: meta_graph_pb2.SignatureDef) -> Signature:
     )
 
 
+def _type_string(datatype: int) -> str:
+    """TF's DataTypeString: DT_FLOAT is "float", DT_STRING "string"."""
+    return types_pb2.DataType.Name(datatype)[len("DT_") :].lower()
+
+
 def as_serving_error(exc: BaseException) -> ServingError:
     """Translate a TensorFlow runtime error into a ServingError with the same code."""
     if isinstance(exc, ServingError):
@@ -115,6 +121,7 @@ class Servable:
             key: _signature(key, proto) for key, proto in self.meta_graph.signature_def.items()
         }
         self._callables: dict[tuple[tuple[str, ...], tuple[str, ...], int], Callable_] = {}
+        self._feed_types: dict[str, int | None] = {}
         self._lock = threading.Lock()
         # --enable_per_model_batching_parameters: its own BatchingOptions (None: the
         # server's), or not batched at all when its directory has no batching_params.pbtxt
@@ -145,13 +152,40 @@ class Servable:
                 self._callables[key] = found
             return found
 
+    def _feed_type(self, name: str) -> int | None:
+        """The DataType a graph tensor takes (None: no such tensor, the runtime will say)."""
+        if name not in self._feed_types:
+            try:
+                dtype = self._graph.get_tensor_by_name(name).dtype.base_dtype
+                self._feed_types[name] = dtype.as_datatype_enum
+            except (KeyError, ValueError):
+                self._feed_types[name] = None
+        return self._feed_types[name]
+
+    def _check_feed_types(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Session::Run's check of each feed's type, with its text (Session callables only
+        fail inside the graph, with another)."""
+        for i, (name, value) in enumerate(feeds.items()):
+            expected = self._feed_type(name)
+            try:
+                given = tf_runtime.as_dtype(np.asarray(value).dtype).as_datatype_enum
+            except TypeError:
+                continue
+            if expected is not None and given != expected:
+                raise invalid_argument(
+                    f"Expects arg[{i}] to be {_type_string(expected)} but "
+                    f"{_type_string(given)} is provided"
+                )
+
     def run_tensors(
         self,
         feeds: Mapping[str, np.ndarray],
         fetches: Sequence[str],
         timeout_ms: int | None = None,
     ) -> list[np.ndarray]:
-        """Run graph tensors by name; feeds are passed to the C++ runtime unchecked."""
+        """Run graph tensors by name; feeds are checked only for their types, as Session::Run
+        checks them, and passed to the C++ runtime as they are."""
+        self._check_feed_types(feeds)
         names = tuple(feeds)
         call = self._callable(
             names, tuple(fetches), self.timeout_ms if timeout_ms is None else timeout_ms

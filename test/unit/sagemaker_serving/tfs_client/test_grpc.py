@@ -50,7 +50,7 @@ def test_one_channel_per_instance(grpc_client):
     ("model", "x", "status", "words"),
     [
         ("no_such_model", np.array([1.0], np.float32), 404, "no_such_model"),
-        ("half_plus_two", np.array([b"x"], object), 400, "Type mismatch"),
+        ("half_plus_two", np.array([b"x"], object), 400, "to be float but string is provided"),
     ],
 )
 def test_errors_have_the_rest_apis_status_and_the_model_servers_text(

@@ -73,7 +73,7 @@ def test_regress(prediction_stub) -> None:
         ),
         (
             "Regress",
-            addressed(regression_pb2.RegressionRequest(), "half_plus_two"),
+            addressed(regression_pb2.RegressionRequest(), "half_plus_two", "regress_x_to_y"),
             grpc.StatusCode.INVALID_ARGUMENT,
             "Input is empty.",
         ),

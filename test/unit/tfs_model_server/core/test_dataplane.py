@@ -19,6 +19,7 @@ from tfs_model_server.core.manager import State
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
 
 HP2 = ModelRef("half_plus_two")
+CLASSIFY = ModelRef("half_plus_two", signature_name="classify_x_to_y")
 
 
 def example(x: float) -> bytes:
@@ -104,16 +105,25 @@ def test_predict_through_the_batching_queues(plane: DataPlane) -> None:
         assert "model_server_batch_threads" in metrics.render().decode()
 
 
+def given(examples: list[bytes], context: bytes | None = None):
+    """An example source that answers `examples` and `context`."""
+    return lambda: (examples, context)
+
+
+def unreadable():
+    raise AssertionError("the input was read before the checks")
+
+
 def test_classify(plane: DataPlane) -> None:
     ref = ModelRef("half_plus_two", signature_name="classify_x_to_y")
-    result = plane.infer(ref, CLASSIFY_METHOD, [example(2.0), example(4.0)], None, None)
+    result = plane.infer(ref, CLASSIFY_METHOD, given([example(2.0), example(4.0)]), None)
     assert result.classifications == [[(b"", 3.0)], [(b"", 4.0)]]
     assert result.regressions is None
 
 
 def test_regress_with_a_context(plane: DataPlane) -> None:
     ref = ModelRef("half_plus_two", signature_name="regress_x_to_y")
-    result = plane.infer(ref, REGRESS_METHOD, [example(2.0)], example(8.0), None)
+    result = plane.infer(ref, REGRESS_METHOD, given([example(2.0)], example(8.0)), None)
     assert result.regressions == [3.0]  # the example follows its context: its own x wins
     assert result.signature_name == "regress_x_to_y"
 
@@ -135,7 +145,7 @@ def test_regress_with_a_context(plane: DataPlane) -> None:
 )
 def test_infer_errors(plane: DataPlane, signature, method, examples, message) -> None:
     ref = ModelRef("half_plus_two", signature_name=signature)
-    err = _error(plane.infer, ref, method, examples, None, None)
+    err = _error(plane.infer, ref, method, given(examples), None)
     assert err.code == Code.INVALID_ARGUMENT
     assert err.message.startswith(message)
 
@@ -143,7 +153,7 @@ def test_infer_errors(plane: DataPlane, signature, method, examples, message) ->
 def test_method_name_check(plane: DataPlane) -> None:
     checked = DataPlane(plane.manager, ServingMetrics(), method_name_check=True)
     ref = ModelRef("half_plus_two", signature_name="regress_x_to_y")
-    err = _error(checked.infer, ref, CLASSIFY_METHOD, [example(1.0)], None, None)
+    err = _error(checked.infer, ref, CLASSIFY_METHOD, given([example(1.0)]), None)
     assert err.message == (
         "Expected classification signature method_name to be tensorflow/serving/classify. "
         "Was: tensorflow/serving/regress"
@@ -155,34 +165,71 @@ def test_multi_inference(plane: DataPlane) -> None:
         (ModelRef("half_plus_two", signature_name="classify_x_to_y"), CLASSIFY_METHOD),
         (ModelRef("half_plus_two", signature_name="regress_x_to_y2"), REGRESS_METHOD),
     ]
-    classified, regressed = plane.multi_inference(tasks, [example(2.0)])
+    classified, regressed = plane.multi_inference(tasks, given([example(2.0)]))
     assert classified.classifications == [[(b"", 3.0)]]
     assert regressed.regressions == [4.0]  # y2 = 0.5x + 3
 
 
 @pytest.mark.parametrize(
-    ("tasks", "message"),
+    ("tasks", "code", "message"),
     [
-        ([], "Inference request should contain at least one task."),
+        ([], Code.INVALID_ARGUMENT, "ModelSpec has no name specified."),
         (
-            [(HP2, CLASSIFY_METHOD), (ModelRef("half_plus_three"), REGRESS_METHOD)],
+            [(CLASSIFY, CLASSIFY_METHOD), (ModelRef("half_plus_three"), REGRESS_METHOD)],
+            Code.INVALID_ARGUMENT,
             "All ModelSpecs in a MultiInferenceRequest must access the same model name.",
         ),
         (
-            [(HP2, CLASSIFY_METHOD), (ModelRef("half_plus_two", version=123), REGRESS_METHOD)],
-            "ModelSpecs in a MultiInferenceRequest must access the same model version.",
+            [(CLASSIFY, CLASSIFY_METHOD), (ModelRef(""), REGRESS_METHOD)],
+            Code.INVALID_ARGUMENT,
+            "Found ModelSpec with an empty model name.",
         ),
         (
-            [(HP2, CLASSIFY_METHOD), (HP2, REGRESS_METHOD)],
-            "Duplicate evaluation of signature: serving_default",
+            [(CLASSIFY, CLASSIFY_METHOD), (CLASSIFY, REGRESS_METHOD)],
+            Code.INVALID_ARGUMENT,
+            "Duplicate evaluation of signature: classify_x_to_y",
         ),
-        ([(HP2, "tensorflow/serving/predict")], "Unsupported signature method_name: "),
+        (
+            [(ModelRef("half_plus_two", signature_name="nope"), CLASSIFY_METHOD)],
+            Code.INVALID_ARGUMENT,
+            "Requested signature not found in model graph: nope",
+        ),
+        (
+            [(HP2, "tensorflow/serving/predict")],
+            Code.UNIMPLEMENTED,
+            "Unsupported signature method_name: tensorflow/serving/predict",
+        ),
     ],
 )
-def test_multi_inference_errors(plane: DataPlane, tasks, message) -> None:
-    err = _error(plane.multi_inference, tasks, [example(1.0)])
-    assert err.code == Code.INVALID_ARGUMENT
-    assert err.message.startswith(message)
+def test_multi_inference_errors(plane: DataPlane, tasks, code, message) -> None:
+    """multi_inference.cc's checks, every task before the input is read (an empty one)."""
+    err = _error(plane.multi_inference, tasks, given([]))
+    assert (err.code, err.message) == (code, message)
+
+
+def test_multi_inference_runs_the_first_tasks_version(plane: DataPlane) -> None:
+    """Only the first task's ModelSpec picks the version (RunMultiInferenceWithServerCore)."""
+    tasks = [
+        (ModelRef("half_plus_two", signature_name="classify_x_to_y"), CLASSIFY_METHOD),
+        (ModelRef("half_plus_two", version=999, signature_name="regress_x_to_y"), REGRESS_METHOD),
+    ]
+    results = plane.multi_inference(tasks, given([example(2.0)]))
+    assert [r.regressions for r in results] == [None, [3.0]]
+    assert len({r.version for r in results}) == 1
+
+
+def test_infer_checks_the_model_and_signature_before_the_input(plane: DataPlane) -> None:
+    """As TF Serving's classifier and regressor: a bad input is reported last."""
+    for ref, message in (
+        (ModelRef("nope"), "Servable not found for request: Latest(nope)"),
+        (
+            ModelRef("half_plus_two", signature_name="nope"),
+            "No signature was found with the name: nope",
+        ),
+        (ModelRef("half_plus_two"), "No regression inputs found in SignatureDef"),
+    ):
+        err = _error(plane.infer, ref, REGRESS_METHOD, unreadable, None)
+        assert err.message.startswith(message)
 
 
 def test_metadata(plane: DataPlane) -> None:
@@ -213,4 +260,4 @@ def test_status(plane: DataPlane) -> None:
         (124, State.AVAILABLE),
         (123, State.AVAILABLE),
     ]
-    assert _error(plane.status, ModelRef("")).message == "Missing ModelSpec"
+    assert _error(plane.status, ModelRef("")).message == "Could not find any versions of model "

@@ -66,10 +66,14 @@ def test_classifications_pair_classes_and_scores() -> None:
             {"scores": np.zeros(2, np.float32)},
             "Expected Tensor shape: [batch_size num_classes] but got [2]",
         ),
-        ({"scores": np.zeros((2, 1))}, "Expected scores Tensor of DT_FLOAT. Got: DT_FLOAT64"),
+        ({"scores": np.zeros((2, 1))}, "Expected scores Tensor of DT_FLOAT. Got: DT_DOUBLE"),
+        (
+            {"scores": np.full((2, 1), b"x", dtype=object)},
+            "Expected scores Tensor of DT_FLOAT. Got: DT_STRING",
+        ),
         (
             {"classes": np.zeros((2, 1), np.float32)},
-            "Expected classes Tensor of DT_STRING. Got: DT_FLOAT32",
+            "Expected classes Tensor of DT_STRING. Got: DT_FLOAT",
         ),
         (
             {"scores": np.zeros((3, 1), np.float32)},
@@ -101,7 +105,7 @@ def test_regressions_take_one_value_per_example() -> None:
             "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
             "[2,2]",
         ),
-        (np.zeros(2), "Expected output Tensor of DT_FLOAT. Got: DT_FLOAT64"),
+        (np.zeros(2), "Expected output Tensor of DT_FLOAT.  Got: DT_DOUBLE"),
         (np.zeros(3, np.float32), "Input batch size did not match output batch size: 2 vs. 3"),
     ],
 )

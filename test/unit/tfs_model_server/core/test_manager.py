@@ -144,7 +144,6 @@ def test_labels_name_available_versions(make_manager, model_config, three: Path)
     assert _error(lambda: models.servable("m", label="beta").__enter__()).message == (
         "Unrecognized servable version label: beta"
     )
-    assert _error(models.version_states, "m", label="beta").code == Code.INVALID_ARGUMENT
     config.version_labels["next"] = 999
     err = _error(models.apply_labels, [config])
     assert (err.code, err.message) == (
@@ -339,3 +338,19 @@ def test_unloads_use_the_unload_threads(model_config, three: Path, tmp_path: Pat
         assert all(t.startswith("tfs-unload") for t in meeting.threads)
     finally:
         models.close()
+
+
+def test_version_states_look_a_version_up_directly(make_manager, model_config, three: Path):
+    """TF Serving's GetModelStatusImpl: a given version is looked up by itself, so its error
+    names the version, even for a model the server does not know."""
+    models = make_manager()
+    models.set_config([model_config("m", three, all_versions=True)])
+    assert [v for v, _, _ in models.version_states("m", 123)] == [123]
+    for name, version in (("m", 99), ("unknown", 99)):
+        err = _error(models.version_states, name, version)
+        assert (err.code, err.message) == (
+            Code.NOT_FOUND,
+            f"Could not find version 99 of model {name}",
+        )
+    err = _error(models.version_states, "unknown")
+    assert err.message == "Could not find any versions of model unknown"
