@@ -287,6 +287,13 @@ def _failure(method: Callable[..., Any], request: Any) -> tuple[grpc.StatusCode,
     return info.value.code(), info.value.details()
 
 
+def _fails_as(method: Callable[..., Any], request: Any, code: Any, text: str | None) -> None:
+    """The call fails with `code` (None: any) and a message holding `text` (None: any)."""
+    got_code, message = _failure(method, request)
+    assert code is None or got_code == code, message
+    assert text is None or text in message
+
+
 # ----- requests ----------------------------------------------------------------------------
 
 Pairs = Sequence[tuple[str, float]]
@@ -468,10 +475,9 @@ CLASSIFY_ERRORS = [
 
 @pytest.mark.parametrize(("signature", "given", "code", "text"), CLASSIFY_ERRORS)
 def test_classifier_errors(stubs, signature, given, code, text) -> None:
-    request = classify_request("classifier", signature, given)
-    got_code, message = _failure(stubs.predictions.Classify, request)
-    assert code is None or got_code == code, message
-    assert text is None or text in message
+    _fails_as(
+        stubs.predictions.Classify, classify_request("classifier", signature, given), code, text
+    )
 
 
 @pytest.mark.parametrize("signature", ["unsupported_method", "empty_method"])
@@ -528,10 +534,7 @@ REGRESS_ERRORS = [
 
 @pytest.mark.parametrize(("signature", "given", "code", "text"), REGRESS_ERRORS)
 def test_regressor_errors(stubs, signature, given, code, text) -> None:
-    request = regress_request("regressor", signature, given)
-    got_code, message = _failure(stubs.predictions.Regress, request)
-    assert code is None or got_code == code, message
-    assert text is None or text in message
+    _fails_as(stubs.predictions.Regress, regress_request("regressor", signature, given), code, text)
 
 
 @pytest.mark.parametrize("signature", ["unsupported_method", "empty_method"])
