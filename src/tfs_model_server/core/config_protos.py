@@ -136,7 +136,11 @@ def parse_error_line(message_class: type[Message], exc: text_format.ParseError) 
 
 
 def read_model_server_config(path: str | Path) -> model_server_config_pb2.ModelServerConfig:
+    """A model config file; it must hold a model_config_list (a custom_model_config is refused
+    as TF Serving's ServerCore refuses it: it has no custom config loader)."""
     config = parse_text(path, ModelServerConfig, "model config")
+    if config.WhichOneof("config") == "custom_model_config":
+        raise invalid_argument("Missing custom_model_config_loader in ServerCore Options")
     if config.WhichOneof("config") != "model_config_list":
         raise invalid_argument("ModelServerConfig must hold a model_config_list")
     return config

@@ -16,6 +16,7 @@ import functools
 import gc
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tensorflow_serving.config.model_server_config_pb2 import ModelConfig
+from tensorflow_serving.config.model_server_config_pb2 import ModelConfig, ModelType
 
 from tfs_model_server.core.errors import (
     Code,
@@ -91,15 +92,29 @@ class ModelRecord:
         return self.config.name
 
 
+ASCII_SPACE = " \t\n\v\f\r"
+URI_SCHEME = re.compile(r"[A-Za-z][0-9A-Za-z.]*://")  # tensorflow's io::ParseURI
+
+
+def parse_version(name: str) -> int | None:
+    """A directory name's version number, read as absl::SimpleAtoi reads an int64 (ASCII
+    digits, optional sign, surrounding whitespace); None when it is not one. Negative numbers
+    are not versions here."""
+    digits = name.strip(ASCII_SPACE)
+    if digits[:1] in ("+", "-"):
+        digits = digits[1:]
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    version = int(name)
+    return version if 0 <= version < 2**63 else None
+
+
 def scan_versions(base_path: str) -> dict[int, Path]:
     """Numeric children of base_path (int64, leading zeros allowed); first wins on duplicates."""
     found: dict[int, Path] = {}
     for child in sorted(Path(base_path).iterdir()):
-        try:
-            version = int(child.name)
-        except ValueError:
-            continue
-        if not child.name.lstrip("-").isdigit() or version < 0 or version >= 2**63:
+        version = parse_version(child.name)
+        if version is None:
             continue
         if version in found:
             log.warning(
@@ -125,8 +140,36 @@ def aspired_versions(config: ModelConfig, on_disk: dict[int, Path]) -> dict[int,
     return {v: on_disk[v] for v in sorted(on_disk, reverse=True)[:count]}
 
 
-def validate_config(configs: Sequence[ModelConfig]) -> None:
-    """TF Serving's checks on a model_config_list (server_core.cc ValidateModelConfigList)."""
+def is_relative(base_path: str) -> bool:
+    """server_core.cc UriIsRelativePath: no URI scheme and not an absolute path."""
+    return not base_path.startswith("/") and URI_SCHEME.match(base_path) is None
+
+
+def model_platform(config: ModelConfig) -> str:
+    """The model's platform, from model_platform or the deprecated model_type (server_core.cc
+    GetPlatform)."""
+    if config.model_type != ModelType.MODEL_TYPE_UNSPECIFIED:
+        if config.model_platform:
+            raise invalid_argument(
+                "Illegal setting both ModelServerConfig::model_type (deprecated) and "
+                f"ModelServerConfig::model_platform, model name is {config.name}"
+            )
+        if config.model_type != ModelType.TENSORFLOW:
+            raise invalid_argument(
+                f"ModelServerConfig::model_type choice {config.model_type} not supported."
+            )
+        return "tensorflow"
+    if not config.model_platform:
+        raise invalid_argument(
+            "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
+            "ModelServerConfig::model_platform."
+        )
+    return config.model_platform
+
+
+def validate_config(configs: Sequence[ModelConfig], previous: Sequence[ModelConfig] = ()) -> None:
+    """TF Serving's checks on a model_config_list replacing `previous`, in its order (server_core.cc
+    ValidateModelConfigList, ValidateNoModelsChangePlatforms, then each model's platform)."""
     seen: set[str] = set()
     for config in configs:
         if config.name in seen:
@@ -134,20 +177,24 @@ def validate_config(configs: Sequence[ModelConfig]) -> None:
                 f"Illegal to list model {config.name} multiple times in config list"
             )
         seen.add(config.name)
-        if not config.base_path.startswith("/") and "://" not in config.base_path:
+    for config in configs:
+        if is_relative(config.base_path):
             raise invalid_argument(
                 f"Expected model {config.name} to have an absolute path or URI; got base_path()="
                 f"{config.base_path}"
             )
-        if config.model_platform and config.model_platform != "tensorflow":
+    platforms = {old.name: model_platform(old) for old in previous}
+    for config in configs:
+        if config.name in platforms and model_platform(config) != platforms[config.name]:
+            raise invalid_argument(
+                f"Illegal to change a model's platform. For model {config.name} platform was "
+                f"{platforms[config.name]} and new platform requested is {model_platform(config)}"
+            )
+    for config in configs:
+        if model_platform(config) != "tensorflow":
             raise invalid_argument(
                 f"Model {config.name} has an unsupported model_platform "
                 f"{config.model_platform}; only 'tensorflow' is served"
-            )
-        if not config.model_platform and config.model_type == 0:
-            raise invalid_argument(
-                "Illegal setting neither ModelServerConfig::model_type (deprecated) nor "
-                "ModelServerConfig::model_platform."
             )
 
 
@@ -193,10 +240,12 @@ class ModelManager:
 
     # ----- configuration -------------------------------------------------------------
     def set_config(self, configs: Sequence[ModelConfig]) -> None:
-        """Replace the served models: new ones are added, absent ones unloaded, labels checked."""
-        validate_config(configs)
+        """Replace the served models once the config passes TF Serving's checks: new ones are
+        added, absent ones unloaded."""
         with self._lock:
             old = self._models
+        validate_config(configs, [record.config for record in old.values()])
+        with self._lock:
             fresh: dict[str, ModelRecord] = {}
             for config in configs:
                 record = old.get(config.name) or self._retired.pop(config.name, None)
@@ -211,8 +260,11 @@ class ModelManager:
         self.poll()
 
     def apply_labels(self, configs: Sequence[ModelConfig]) -> None:
-        """Set version labels; a label may only name an AVAILABLE version (unless allowed)."""
+        """Set version labels, all or none (server_core.cc UpdateModelVersionLabelMap): a label
+        may only name an AVAILABLE version, or, when allowed, any version unless it already
+        names another one."""
         with self._lock:
+            labelled: list[tuple[ModelRecord, dict[str, int]]] = []
             for config in configs:
                 record = self._models.get(config.name)
                 if record is None:
@@ -221,12 +273,14 @@ class ModelManager:
                 for label, version in labels.items():
                     rec = record.versions.get(version)
                     available = rec is not None and rec.state is State.AVAILABLE
-                    newly_added = label not in record.labels
-                    if not available and not (self._allow_unavailable_labels and newly_added):
+                    moved = record.labels.get(label, version) != version
+                    if not available and not (self._allow_unavailable_labels and not moved):
                         raise failed_precondition(
                             f"Request to assign label to version {version} of model "
                             f"{config.name}, which is not currently available for inference"
                         )
+                labelled.append((record, labels))
+            for record, labels in labelled:
                 record.labels = labels
 
     def start_polling(self) -> None:
