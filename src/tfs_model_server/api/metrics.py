@@ -7,6 +7,7 @@ few metrics it defines are kept here and rendered in the Prometheus text format 
 from __future__ import annotations
 
 import bisect
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -22,29 +23,41 @@ LATENCY_BUCKETS = _exponential(10, 1.8, 33)
 EXAMPLE_COUNT_BUCKETS = _exponential(1, 2, 15)
 
 
+def _leading_digit(name: str) -> str:
+    return "_" + name if name[:1].isdigit() else name
+
+
 def _mangle(name: str) -> str:
-    out = "".join(c if c.isalnum() or c == "_" else ":" for c in name)
-    return "_" + out if out[:1].isdigit() else out
+    """GetPrometheusMetricName: [^a-zA-Z0-9_] becomes ':'."""
+    return _leading_digit(re.sub("[^a-zA-Z0-9_]", ":", name))
+
+
+def _label_name(name: str) -> str:
+    """SanatizeLabelName: [^a-zA-Z0-9] becomes '_'."""
+    return _leading_digit(re.sub("[^a-zA-Z0-9]", "_", name))
 
 
 def _escape(value: str) -> str:
+    # TF escapes only \ and "; a newline is escaped too, to keep the page parseable.
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels(names: Sequence[str], values: Sequence[str], extra: str = "") -> str:
-    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
+    """{name="value",...}: braces even without labels, as TF prints them."""
+    parts = [f'{_label_name(n)}="{_escape(v)}"' for n, v in zip(names, values, strict=True)]
     if extra:
         parts.append(extra)
-    return "{" + ",".join(parts) + "}" if parts else ""
+    return "{" + ",".join(parts) + "}"
 
 
-def _number(value: float) -> str:
-    return repr(int(value)) if float(value).is_integer() else repr(value)
+def _double(value: float) -> str:
+    """absl::StrCat of a double: six significant digits, like %g."""
+    return f"{value:.6g}"
 
 
 class Counter:
     def __init__(self, name: str, labels: Sequence[str]) -> None:
-        self.name, self.label_names = _mangle(name), tuple(labels)
+        self.path, self.name, self.label_names = name, _mangle(name), tuple(labels)
         self._values: dict[tuple[str, ...], int] = {}
         self._lock = threading.Lock()
 
@@ -65,13 +78,13 @@ class Counter:
 
 class Histogram:
     def __init__(self, name: str, labels: Sequence[str], buckets: Sequence[float]) -> None:
-        self.name, self.label_names = _mangle(name), tuple(labels)
+        self.path, self.name, self.label_names = name, _mangle(name), tuple(labels)
         self.buckets = list(buckets)
         self._values: dict[tuple[str, ...], list[float]] = {}  # counts per bucket + [sum, count]
         self._lock = threading.Lock()
 
     def observe(self, value: float, *labels: str) -> None:
-        index = bisect.bisect_left(self.buckets, value)
+        index = bisect.bisect_right(self.buckets, value)  # a bucket's limit is exclusive
         with self._lock:
             row = self._values.get(labels)
             if row is None:
@@ -92,11 +105,11 @@ class Histogram:
             cumulative = 0.0
             for limit, n in zip([*self.buckets, float("inf")], row[:-2], strict=True):
                 cumulative += n
-                le = "+Inf" if limit == float("inf") else f"{limit:.6g}"
+                le = "+Inf" if limit == float("inf") else _double(limit)
                 bucket_labels = _labels(self.label_names, key, 'le="' + le + '"')
-                lines.append(f"{self.name}_bucket{bucket_labels} {_number(cumulative)}")
-            lines.append(f"{self.name}_sum{_labels(self.label_names, key)} {_number(row[-2])}")
-            lines.append(f"{self.name}_count{_labels(self.label_names, key)} {_number(row[-1])}")
+                lines.append(f"{self.name}_bucket{bucket_labels} {int(cumulative)}")
+            lines.append(f"{self.name}_sum{_labels(self.label_names, key)} {_double(row[-2])}")
+            lines.append(f"{self.name}_count{_labels(self.label_names, key)} {int(row[-1])}")
         return lines
 
 
@@ -129,6 +142,9 @@ class ServingMetrics:
         self.warmup_latency = Histogram(
             "/tensorflow/serving/model_warmup_latency", ["model_path", "status"], LATENCY_BUCKETS
         )
+        self.warmup_records_read = Counter(
+            "/tensorflow/serving/model_warmup_records_read", ["model_path", "status"]
+        )
         self.queuing_latency = Histogram(
             "/tensorflow/serving/batching_session/queuing_latency",
             ["thread_pool_name"],
@@ -148,6 +164,7 @@ class ServingMetrics:
             self.load_attempt_count,
             self.load_latency,
             self.warmup_latency,
+            self.warmup_records_read,
             self.queuing_latency,
             self.batch_size,
         ]
@@ -165,7 +182,8 @@ class ServingMetrics:
         )
 
     def render(self) -> bytes:
+        """The page, metrics in the order of their names (TF's CollectionRegistry map)."""
         lines: list[str] = []
-        for metric in self._all:
+        for metric in sorted(self._all, key=lambda m: m.path):
             lines += metric.render()
         return ("\n".join(lines) + "\n").encode()

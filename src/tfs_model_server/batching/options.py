@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 from dataclasses import dataclass
 
@@ -72,11 +71,11 @@ class BatchingOptions:
             self._validate_splitting()
 
     def _validate_allowed_batch_sizes(self) -> None:
+        """WrapSessionForBatching checks only the last entry (the server's path never checks
+        that the entries increase: the first one at least a batch's size pads it)."""
         sizes = self.allowed_batch_sizes
         if not sizes:
             return
-        if any(b <= a for a, b in itertools.pairwise(sizes)):
-            raise invalid_argument("allowed_batch_sizes entries must be monotonically increasing")
         if sizes[-1] != self.max_batch_size:
             raise invalid_argument(
                 "Last entry in allowed_batch_sizes must match max_batch_size; last entry was "

@@ -52,7 +52,7 @@ def task_size(inputs: Mapping[str, np.ndarray]) -> int:
 
 
 def round_to_allowed_batch_size(allowed: tuple[int, ...], size: int) -> int:
-    """The smallest allowed size >= size; size itself if none is (or none are set)."""
+    """The first allowed size >= size, size itself if none is (RoundToLowestAllowedBatchSize)."""
     for candidate in allowed:
         if candidate >= size:
             return candidate

@@ -27,7 +27,7 @@ def test_histogram_text() -> None:
     assert histogram.count("m") == 4
     assert histogram.render() == [
         "# TYPE :a:latency histogram",
-        ':a:latency_bucket{model="m",le="10"} 2',
+        ':a:latency_bucket{model="m",le="10"} 1',  # a limit is exclusive, as in TF Serving
         ':a:latency_bucket{model="m",le="100"} 3',
         ':a:latency_bucket{model="m",le="+Inf"} 4',
         ':a:latency_sum{model="m"} 565',

@@ -38,10 +38,6 @@ def test_default_options_are_tfs_defaults() -> None:
             "expected 8",
         ),
         (
-            dict(max_batch_size=8, allowed_batch_sizes=(4, 2, 8)),
-            "allowed_batch_sizes entries must be monotonically increasing",
-        ),
-        (
             dict(max_batch_size=8, enable_large_batch_splitting=True, max_execution_batch_size=16),
             "When enable_large_batch_splitting is true, input_batch_size_limit must be greater "
             "than or equal to max_execution_batch_size.1816",

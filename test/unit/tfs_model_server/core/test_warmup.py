@@ -66,7 +66,7 @@ def test_records_are_replayed(version_dir: Path, plane: DataPlane) -> None:
         (
             [prediction_log_pb2.PredictionLog(session_run_log=prediction_log_pb2.SessionRunLog())],
             Code.UNIMPLEMENTED,
-            "Unsupported log_type for warmup: session_run_log",
+            "Unsupported log_type for warmup: 5",
         ),
         (
             [prediction_log_pb2.PredictionLog()] * (MAX_WARMUP_RECORDS + 1),
@@ -88,4 +88,5 @@ def test_a_file_that_is_no_tfrecord_fails_the_load(version_dir: Path) -> None:
     path.write_bytes(b"not a TFRecord file at all")
     with pytest.raises(ServingError) as info:
         read_warmup_logs(version_dir)
-    assert info.value.message.startswith(f"Failed to read warmup file {path}: ")
+    assert info.value.code == Code.DATA_LOSS  # the reader's own, with TF Serving's hint
+    assert info.value.message.endswith(". Please verify your warmup data is in TFRecord format.")
