@@ -92,11 +92,14 @@ ExampleSource = Callable[[], tuple[Sequence[bytes], bytes | None]]
 """A request's serialized tf.Examples and context, read when the model and signature pass."""
 
 
-def _check_task(servable: Servable, ref: ModelRef, method: str, seen: set[str]) -> None:
-    """TensorFlowMultiInferenceRunner::Infer's checks of one task (multi_inference.cc)."""
+def _check_task(
+    servable: Servable, model_name: str, ref: ModelRef, method: str, seen: set[str]
+) -> None:
+    """TensorFlowMultiInferenceRunner::Infer's checks of one task (multi_inference.cc);
+    `model_name` is the first task's."""
     if not ref.name:
         raise invalid_argument("Found ModelSpec with an empty model name.")
-    if ref.name != servable.name:
+    if ref.name != model_name:
         raise invalid_argument(
             "All ModelSpecs in a MultiInferenceRequest must access the same model name."
         )
@@ -263,15 +266,25 @@ class DataPlane:
         if not tasks:
             raise invalid_argument("ModelSpec has no name specified.")
         with self.held(tasks[0][0]) as servable:
-            seen: set[str] = set()
-            for ref, method in tasks:
-                _check_task(servable, ref, method, seen)
-                inference_signature(servable, ref.signature_name, method, self.method_name_check)
-            serialized, context = examples()
-            return [
-                self.infer_on(servable, method, ref.signature_name, serialized, context, deadline)
-                for ref, method in tasks
-            ]
+            return self.multi_inference_on(servable, tasks, examples, deadline)
+
+    def multi_inference_on(
+        self,
+        servable: Servable,
+        tasks: Sequence[tuple[ModelRef, str]],
+        examples: ExampleSource,
+        deadline: float | None = None,
+    ) -> list[InferenceResult]:
+        """RunMultiInference on one loaded version (requests and warmup records)."""
+        seen: set[str] = set()
+        for ref, method in tasks:
+            _check_task(servable, tasks[0][0].name, ref, method, seen)
+            inference_signature(servable, ref.signature_name, method, self.method_name_check)
+        serialized, context = examples()
+        return [
+            self.infer_on(servable, method, ref.signature_name, serialized, context, deadline)
+            for ref, method in tasks
+        ]
 
     # ----- Metadata / status -----------------------------------------------------------
     def metadata(

@@ -9,6 +9,7 @@ Warmup of a file that exists is recorded in model_warmup_latency and model_warmu
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Iterator
@@ -16,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from google.protobuf.message import DecodeError
-from tensorflow_serving.apis import inference_pb2, prediction_log_pb2
+from tensorflow_serving.apis import prediction_log_pb2
 
 from tfs_model_server.core import tf_runtime
+from tfs_model_server.core.dataplane import ModelRef
 from tfs_model_server.core.errors import Code, ServingError, invalid_argument, unimplemented
 from tfs_model_server.core.example_inputs import serialized_examples
-from tfs_model_server.core.inference import inference_signature
-from tfs_model_server.core.servable import CLASSIFY_METHOD, DEFAULT_SIGNATURE, REGRESS_METHOD
+from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
 
 if TYPE_CHECKING:
     from tfs_model_server.core.dataplane import DataPlane
@@ -81,39 +82,6 @@ def _too_many(path: Path) -> ServingError:
     )
 
 
-def _multi_inference(
-    request: inference_pb2.MultiInferenceRequest, servable: Servable, plane: DataPlane
-) -> None:
-    """RunMultiInference: every task checked (TensorFlowMultiInferenceRunner::Infer), then run."""
-    model_name = ""
-    seen: set[str] = set()
-    tasks: list[tuple[str, str]] = []  # (method, signature name)
-    for task in request.tasks:
-        name = task.model_spec.name
-        if not name:
-            raise invalid_argument("Found ModelSpec with an empty model name.")
-        if model_name and name != model_name:
-            raise invalid_argument(
-                "All ModelSpecs in a MultiInferenceRequest must access the same model name."
-            )
-        model_name = name
-        signature_name = task.model_spec.signature_name or DEFAULT_SIGNATURE
-        if signature_name in seen:
-            raise invalid_argument(f"Duplicate evaluation of signature: {signature_name}")
-        seen.add(signature_name)
-        if signature_name not in servable.signatures:
-            raise invalid_argument(
-                f"Requested signature not found in model graph: {signature_name}"
-            )
-        if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
-            raise unimplemented(f"Unsupported signature method_name: {task.method_name}")
-        inference_signature(servable, signature_name, task.method_name, plane.method_name_check)
-        tasks.append((task.method_name, signature_name))
-    examples, context = serialized_examples(request.input)
-    for method, signature_name in tasks:
-        plane.infer_on(servable, method, signature_name, examples, context)
-
-
 def replay(entry: prediction_log_pb2.PredictionLog, servable: Servable, plane: DataPlane) -> None:
     """Run one warmup record against the servable being loaded (RunWarmupRequest)."""
     kind = entry.WhichOneof("log_type")
@@ -129,7 +97,10 @@ def replay(entry: prediction_log_pb2.PredictionLog, servable: Servable, plane: D
             servable, request.model_spec.signature_name, inputs, list(request.output_filter)
         )
     elif kind == "multi_inference_log":
-        _multi_inference(request, servable, plane)
+        tasks = [(ModelRef.from_spec(t.model_spec), t.method_name) for t in request.tasks]
+        plane.multi_inference_on(
+            servable, tasks, functools.partial(serialized_examples, request.input)
+        )
     else:
         examples, context = serialized_examples(request.input)
         method = CLASSIFY_METHOD if kind == "classify_log" else REGRESS_METHOD
