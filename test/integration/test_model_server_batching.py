@@ -162,5 +162,5 @@ def test_per_model_batching_parameters_come_from_each_version_directory(model_ro
         text=True,
         timeout=120,
     )
-    assert result.returncode == 1
+    assert result.returncode == 255
     assert "batching_params.pbtxt" in result.stderr + result.stdout

@@ -169,10 +169,11 @@ def test_reload_config_adds_and_removes_models(channel, predictions, model_root)
     bad.model_config_list.config.add(
         name="broken", base_path="relative/path", model_platform="tensorflow"
     )
-    response = stub.HandleReloadConfigRequest(
-        model_management_pb2.ReloadConfigRequest(config=bad), timeout=30
-    )
-    assert response.status.error_code == 3  # INVALID_ARGUMENT
+    with pytest.raises(grpc.RpcError) as failed:  # a failed reload is a failed call, as in TF
+        stub.HandleReloadConfigRequest(
+            model_management_pb2.ReloadConfigRequest(config=bad), timeout=30
+        )
+    assert failed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_no_health_service_unless_asked(channel):

@@ -36,20 +36,30 @@ def test_version_flag():
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--no_such_flag=1", "--model_base_path=/x"], "unknown argument: --no_such_flag=1"),
+        # a flag's bad value: the usage, as tensorflow::Flags::Parse refuses it
         (["--port=abc", "--model_base_path=/x"], "Illegal value for flag --port"),
         (
             ["--enable_batching=maybe", "--model_base_path=/x"],
             "Illegal value for flag --enable_batching",
         ),
-        (["--port=8500"], "--model_base_path"),
-        (["--batching_parameters_file=/tmp/x", "--model_base_path=/x"], "--enable_batching"),
+        # what BuildAndStart refuses
+        (
+            ["--port=8500"],
+            "Failed to start server. Error: INVALID_ARGUMENT: Both server_options.model_base_path",
+        ),
+        (
+            ["--batching_parameters_file=/tmp/x", "--model_base_path=/x"],
+            "Error: INVALID_ARGUMENT: server_options.batching_parameters_file is set without",
+        ),
+        # an unknown argument is named, and the start goes on (here to a refusal)
+        (["--no_such_flag=1", "--port=0", "--model_base_path=/x"], "unknown argument: --no_such"),
+        (["--no_such_flag=1", "--port=0", "--model_base_path=/x"], "INVALID_ARGUMENT: At least"),
     ],
 )
 def test_bad_command_lines_are_rejected(args, fragment):
     result = run_cli(*args)
-    assert result.returncode != 0
-    assert fragment in result.stderr
+    assert result.returncode == 255  # tensorflow_model_server's main() returns -1
+    assert fragment in result.stdout + result.stderr
 
 
 def test_a_config_file_that_does_not_parse_is_reported_as_tf_serving_does(tmp_path):
@@ -58,12 +68,15 @@ def test_a_config_file_that_does_not_parse_is_reported_as_tf_serving_does(tmp_pa
     result = run_cli(
         f"--model_config_file={config}", "--port=0", f"--grpc_socket_path={tmp_path}/s"
     )
-    assert result.returncode == 1
+    assert result.returncode == 255
     assert (
         "Error parsing text-format tensorflow.serving.ModelServerConfig: 1:1: Message type "
         '"tensorflow.serving.ModelServerConfig" has no field named "improperly".'
     ) in result.stderr.splitlines()
-    assert f"Failed to start server. Error: Invalid protobuf file: '{config}'" in result.stdout
+    assert (
+        f"Failed to start server. Error: INVALID_ARGUMENT: Invalid protobuf file: '{config}'"
+        in result.stdout
+    )
 
 
 def test_failed_load_ends_start_up(tmp_path):
@@ -116,8 +129,11 @@ def test_a_session_config_file_that_does_not_parse_stops_the_start(tmp_path):
     config = tmp_path / "session.config"
     config.write_text("intra_op_parallelism_threads: many\n")
     result = run_cli(f"--model_base_path={tmp_path}", f"--tensorflow_session_config_file={config}")
-    assert result.returncode == 1
-    assert f"Failed to start server. Error: Invalid protobuf file: '{config}'" in result.stdout
+    assert result.returncode == 255
+    assert (
+        f"Failed to start server. Error: INVALID_ARGUMENT: Invalid protobuf file: '{config}'"
+        in result.stdout
+    )
 
 
 def test_new_versions_are_polled_and_old_ones_unloaded(tmp_path):

@@ -14,8 +14,8 @@ checks, ...) are in test/unit/tfs_model_server/core/test_manager_conformance.py,
 docstring lists what was not ported and why. Not ported from here either:
 IllegalReconfigurationToCustomConfig's FAILED_PRECONDITION "Cannot transition to requested
 config": over gRPC, model_service_impl.cc refuses a custom config before ServerCore sees it
-(INVALID_ARGUMENT, checked below by its code only: api/model_service.py words it differently),
-and through a polled config file it is only logged. ReloadConfigWaitsTillModelsAvailable
+(INVALID_ARGUMENT with its own text, checked below), and through a polled config file it is
+only logged. ReloadConfigWaitsTillModelsAvailable
 starts from an empty model_config_list, not from a config with nothing set (which we refuse at
 start-up and TF Serving takes as "no models").
 """
@@ -78,9 +78,14 @@ class Client:
         self.predictions = prediction_service_pb2_grpc.PredictionServiceStub(channel)
 
     def reload(self, config) -> tuple[int, str]:
+        """The reload's (code, message): TF Serving fails the call with them."""
         request = model_management_pb2.ReloadConfigRequest(config=config)
-        status = self.models.HandleReloadConfigRequest(request, timeout=120).status
-        return status.error_code, status.error_message
+        try:
+            status = self.models.HandleReloadConfigRequest(request, timeout=120).status
+        except grpc.RpcError as exc:
+            return exc.code().value[0], exc.details()
+        assert (status.error_code, status.error_message) == (OK, "")
+        return OK, ""
 
     def states(self, name: str = "m") -> dict[int, str]:
         request = get_model_status_pb2.GetModelStatusRequest()
@@ -220,11 +225,39 @@ def test_DeprecatedModelTypeConfig(two_versions) -> None:
     assert client.served_version() == 124
 
 
+def test_a_reload_answers_how_much_the_metrics_it_names_grew(tmp_path: Path) -> None:
+    """ReloadConfigRequest.metric_names (model_service_impl.cc's GetMetrics and
+    RecordMetricsIncrease): loading one version is one more load attempt; a metric that did not
+    change, or that does not exist, grew by 0."""
+    base = copy_versions(tmp_path / "m", 123)
+    args = [config_file(tmp_path, "model_config_list {}\n")]
+    names = [
+        "/tensorflow/cc/saved_model/load_attempt_count",
+        "/tensorflow/serving/request_count",
+        "/no/such/metric",
+    ]
+    request = model_management_pb2.ReloadConfigRequest(
+        config=model_config(base), metric_names=names
+    )
+    with serving(args, tmp_path, ready_model=None) as client:
+        response = client.models.HandleReloadConfigRequest(request, timeout=120)
+    assert response.status.error_code == OK
+    assert [(m.name, m.int64_value_increase) for m in response.metric] == [
+        (names[0], 1),
+        (names[1], 0),
+        (names[2], 0),
+    ]
+
+
 def test_IllegalReconfigurationToCustomConfig(two_versions) -> None:
     client, _ = two_versions
     config = model_server_config_pb2.ModelServerConfig()
     config.custom_model_config.type_url = "type.googleapis.com/some.Config"
-    assert client.reload(config)[0] == INVALID_ARGUMENT
+    assert client.reload(config) == (
+        INVALID_ARGUMENT,
+        "ServerModelConfig type not supported by HandleReloadConfigRequest. Only ModelConfigList "
+        "is currently supported",
+    )
     assert client.states() == {124: "AVAILABLE", 123: "AVAILABLE"}
 
 
@@ -280,6 +313,6 @@ def test_IllegalReconfigurationFromCustomConfig(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert result.returncode == 1
+    assert result.returncode == 255
     assert "Failed to start server. Error: " in result.stdout
     assert "Missing custom_model_config_loader in ServerCore Options" in result.stdout

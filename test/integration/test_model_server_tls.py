@@ -99,8 +99,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (["--use_alts_credentials"], NO_ALTS),
         (["--use_alts_credentials", "--ssl_config_file={config}"], ALTS_AND_SSL),
         (["--ssl_config_file={empty}"], "needs both server_key and server_cert"),
-        (["--ssl_config_file={garbled}"], "Invalid protobuf file: '"),
-        (["--ssl_config_file={missing}"], "--ssl_config_file: no such file: "),
+        (["--ssl_config_file={garbled}"], "INVALID_ARGUMENT: Invalid protobuf file: '"),
+        (["--ssl_config_file={missing}"], "NOT_FOUND: "),
     ],
 )
 def test_bad_tls_settings_stop_the_start(tmp_path, ca, flags, message):
@@ -114,7 +114,7 @@ def test_bad_tls_settings_stop_the_start(tmp_path, ca, flags, message):
     paths["garbled"].write_text("server_key: 12\nno_such_field: 1\n")
     args = [f.format(**paths) for f in flags]
     result = run_cli(f"--model_base_path={tmp_path}", *args)
-    assert result.returncode == 1, result
+    assert result.returncode == 255, result
     output = (result.stdout + result.stderr).splitlines()
     [line] = [line for line in output if line.startswith("Failed to start")]
     assert line.startswith("Failed to start server. Error: ") and message in line
@@ -129,10 +129,11 @@ def test_a_key_and_certificate_that_are_not_pem_stop_the_start(model_root, tmp_p
         "--port=0",
         f"--grpc_socket_path={tmp_path}/grpc.sock",
     )
-    assert result.returncode == 1
+    assert result.returncode == 255
     assert "Traceback" not in result.stderr
     assert (
-        f"Failed to start server. Error: Failed to BuildAndStart gRPC server: cannot listen on "
+        "Failed to start server. Error: INVALID_ARGUMENT: Failed to BuildAndStart gRPC server: "
+        "cannot listen on "
         f"unix:{tmp_path}/grpc.sock (with TLS: are server_key and server_cert a matching PEM key"
         " and certificate?)"
     ) in result.stdout.splitlines()

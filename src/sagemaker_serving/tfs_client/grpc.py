@@ -27,6 +27,8 @@ from tfs_rest_json.status_codes import http_status
 MAX_MESSAGE_BYTES = 2**31 - 1
 _NOT_ANSWERED = "The request deadline passed before the model server answered"
 _NOT_ASKED = "The deadline passed before the model server was asked"
+# gRPC codes of a call that did not reach the model server or was not answered in time
+_NOT_REACHED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 
 
 class GrpcClient:
@@ -65,15 +67,30 @@ class GrpcClient:
 
     def reload_config(self, index: int, config: bytes, deadline: float) -> str | None:
         """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
-        the model server's error message, or None when it applied the config."""
+        None when the model server applied the config, else its status (`CODE: message`).
+        TF Serving fails the call with that status; a status in an answered call (as older
+        servers send it) counts too. A model server that cannot be reached raises."""
+        import grpc
+
         call = self.channel(index).unary_unary(RELOAD_CONFIG_METHOD)
         request = ReloadConfigRequest(config=config).SerializeToString()
-        reply = ReloadConfigResponse.FromString(_call(call, request, deadline, _NOT_ASKED))
-        return reply.status.error_message or None if reply.status.error_code else None
+        try:
+            answer = _call(call, request, deadline, _NOT_ASKED, raw=True)
+        except grpc.RpcError as exc:
+            code = exc.code()
+            if code is None or code.name in _NOT_REACHED:
+                raise grpc_error(exc) from None
+            return f"{code.name}: {exc.details() or ''}"
+        status = ReloadConfigResponse.FromString(answer).status
+        if not status.error_code:
+            return None
+        name = next((c.name for c in grpc.StatusCode if c.value[0] == status.error_code), "UNKNOWN")
+        return f"{name}: {status.error_message}"
 
 
-def _call(call: Any, request: bytes, deadline: float, too_late: str) -> bytes:
-    """`call` within the deadline; `too_late`: the message when it has already passed."""
+def _call(call: Any, request: bytes, deadline: float, too_late: str, raw: bool = False) -> bytes:
+    """`call` within the deadline; `too_late`: the message when it has already passed. A
+    failed call raises ModelServerError (grpc.RpcError itself with `raw`)."""
     import grpc
 
     timeout = deadline - time.monotonic()
@@ -82,6 +99,8 @@ def _call(call: Any, request: bytes, deadline: float, too_late: str) -> bytes:
     try:
         return call(request, timeout=timeout, wait_for_ready=False)
     except grpc.RpcError as exc:
+        if raw:
+            raise
         raise grpc_error(exc) from None
 
 

@@ -13,6 +13,7 @@ from tfs_model_server.api import grpc_health, grpc_profiler
 from tfs_model_server.api.model_service import ModelService, ReloadFn
 from tfs_model_server.api.prediction_service import PredictionService
 from tfs_model_server.core.dataplane import DataPlane
+from tfs_model_server.core.errors import invalid_argument
 
 
 def start_grpc_server(
@@ -54,7 +55,8 @@ def start_grpc_server(
         grpc_profiler.add_to_server(server)
 
     def listen(address: str) -> None:
-        """Bind `address`; OSError (not grpc's RuntimeError and its traceback) when it fails."""
+        """Bind `address`; TF's INVALID_ARGUMENT (not grpc's RuntimeError and its traceback)
+        when it fails."""
         try:
             if credentials is None:
                 bound = server.add_insecure_port(address)
@@ -64,7 +66,7 @@ def start_grpc_server(
             bound = 0
         if bound == 0:
             why = " (with TLS: are server_key and server_cert a matching PEM key and certificate?)"
-            raise OSError(
+            raise invalid_argument(
                 f"Failed to BuildAndStart gRPC server: cannot listen on {address}"
                 + (why if credentials is not None else "")
             )

@@ -68,6 +68,11 @@ class Counter:
     def value(self, *labels: str) -> int:
         return self._values.get(labels, 0)
 
+    def first_value(self) -> int:
+        """The value of the first label set in order (TSL's first point), 0 without one."""
+        with self._lock:
+            return self._values[min(self._values)] if self._values else 0
+
     def render(self) -> list[str]:
         with self._lock:
             items = sorted(self._values.items())
@@ -180,6 +185,12 @@ class ServingMetrics:
         self.request_latency.observe(
             (time.perf_counter() - started) * 1e6, model_name, api, protocol
         )
+
+    def int64_values(self, names: Sequence[str]) -> dict[str, int]:
+        """Each named metric's int64 value as ModelService's ReloadConfig reads it: a
+        counter's first point; 0 for a histogram or a name no metric has."""
+        counters = {m.path: m for m in self._all if isinstance(m, Counter)}
+        return {name: counters[name].first_value() if name in counters else 0 for name in names}
 
     def render(self) -> bytes:
         """The page, metrics in the order of their names (TF's CollectionRegistry map)."""

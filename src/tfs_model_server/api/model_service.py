@@ -37,16 +37,24 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer, Calls):
     def HandleReloadConfigRequest(
         self, request: model_management_pb2.ReloadConfigRequest, context: grpc.ServicerContext
     ) -> model_management_pb2.ReloadConfigResponse:
+        """As model_service_impl.cc: a reload that fails is a failed call (its status is set in
+        the response too, which gRPC does not send then), and each metric the request names
+        gets how much it grew meanwhile."""
+        before = self.plane.metrics.int64_values(request.metric_names)
         response = model_management_pb2.ReloadConfigResponse()
         try:
             if request.config.WhichOneof("config") != "model_config_list":
                 raise invalid_argument(
-                    "ServerCore::HandleReloadConfigRequest only supports "
-                    "reloading model_config_list configs."
+                    "ServerModelConfig type not supported by HandleReloadConfigRequest. "
+                    "Only ModelConfigList is currently supported"
                 )
             self.reload_config(request.config)
         except ServingError as exc:
-            log.error("Reload config failed: %s", exc.message)
+            log.error("ReloadConfig failed: %s", exc.message)
             response.status.error_code = exc.code.number
             response.status.error_message = exc.message
+            context.set_code(exc.code.grpc_code)
+            context.set_details(exc.message)
+        for name, value in self.plane.metrics.int64_values(request.metric_names).items():
+            response.metric.add(name=name, int64_value_increase=value - before[name])
         return response

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from tfs_model_server.core.errors import invalid_argument
+
 log = logging.getLogger(__name__)
 
 _CPUS = os.cpu_count() or 1
@@ -67,6 +69,8 @@ class ServerOptions:
     bind_address: str = "0.0.0.0"
     # Accepted for compatibility; they change nothing here.
     ignored: dict[str, Any] = field(default_factory=dict)
+    # Arguments that are no flag of ours: TF Serving names the first and starts anyway.
+    unknown: list[str] = field(default_factory=list)
 
 
 # Flags of tensorflow_model_server that have no effect in this server, with their defaults.
@@ -87,8 +91,9 @@ IGNORED_FLAGS: dict[str, Any] = {
     "grpc_health_check_period_ms": 0,
 }
 
-_DEFAULTS = {f.name: f.default for f in fields(ServerOptions) if f.name != "ignored"}
-_TYPES = {f.name: type(f.default) for f in fields(ServerOptions) if f.name != "ignored"}
+_OPTIONS = [f for f in fields(ServerOptions) if f.name not in ("ignored", "unknown")]
+_DEFAULTS = {f.name: f.default for f in _OPTIONS}
+_TYPES = {f.name: type(f.default) for f in _OPTIONS}
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -137,20 +142,24 @@ def usage(program: str = "tfs-model-server") -> str:
 
 
 def parse(argv: Sequence[str]) -> ServerOptions:
-    """Parse argv (without the program name) into ServerOptions, or raise FlagError."""
+    """Parse argv (without the program name) into ServerOptions, or raise FlagError for a
+    flag's bad value. Other arguments are kept in `unknown`, as tensorflow::Flags::Parse
+    passes them through (everything after `--` too)."""
     options = ServerOptions()
     args = list(argv)
     i = 0
     while i < len(args):
         arg = args[i]
         i += 1
-        if not arg.startswith("--") or arg == "--":
-            raise FlagError(f"unknown argument: {arg}")
+        if arg == "--":
+            options.unknown += args[i - 1 :]
+            break
         name, eq, raw = arg[2:].partition("=")
         value: str | None = raw if eq else None
         kind = _TYPES.get(name) or (type(IGNORED_FLAGS[name]) if name in IGNORED_FLAGS else None)
-        if kind is None:
-            raise FlagError(f"unknown argument: {arg}")
+        if not arg.startswith("--") or kind is None:
+            options.unknown.append(arg)
+            continue
         if value is None and kind is not bool:
             if i >= len(args):
                 raise FlagError(f"Missing value for flag --{name}")
@@ -165,20 +174,27 @@ def parse(argv: Sequence[str]) -> ServerOptions:
 
 
 def validate(options: ServerOptions) -> None:
-    """Cross-flag rules tensorflow_model_server enforces at start-up."""
+    """Cross-flag rules tensorflow_model_server enforces at start-up: FlagError for a value
+    of ours, TF's INVALID_ARGUMENT (a ServingError) for what its BuildAndStart refuses."""
     if options.version:
         return
-    if not options.model_base_path and not options.model_config_file:
-        raise FlagError(
-            "Both --model_base_path and --model_config_file are empty: one of them is required"
-        )
     if options.port == 0 and not options.grpc_socket_path:
-        raise FlagError("Server failed to start: --port=0 needs --grpc_socket_path")
+        raise invalid_argument(
+            "At least one of server_options.grpc_port or server_options.grpc_socket_path must "
+            "be set."
+        )
+    if not options.model_base_path and not options.model_config_file:
+        raise invalid_argument(
+            "Both server_options.model_base_path and server_options.model_config_file are empty!"
+        )
+    if options.batching_parameters_file and not options.enable_batching:
+        raise invalid_argument(
+            "server_options.batching_parameters_file is set without setting "
+            "server_options.enable_batching to true."
+        )
     for name in ("port", "rest_api_port"):
         if not 0 <= getattr(options, name) <= 65535:
             raise FlagError(f"Illegal value for flag --{name}: {getattr(options, name)}")
-    if options.batching_parameters_file and not options.enable_batching:
-        raise FlagError("--batching_parameters_file is set without --enable_batching")
     for name in ("rest_api_num_threads", "grpc_max_threads"):
         if getattr(options, name) <= 0:
             raise FlagError(f"Illegal value for flag --{name}: must be positive")

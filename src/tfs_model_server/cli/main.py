@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from tfs_model_server import __version__
 from tfs_model_server.cli import flags
 from tfs_model_server.cli.tf_import import load_runtime
+from tfs_model_server.core.errors import ServingError
 
 
 def _configure_logging() -> None:
@@ -21,18 +22,39 @@ def _configure_logging() -> None:
     )
 
 
+USAGE_ERROR = START_FAILED = 255  # TF Serving's main() returns -1 for both
+
+
+def start_failed(exc: ServingError | OSError) -> int:
+    """TF Serving's line for a server that did not start, on stdout; the exit code."""
+    status = exc.status_text() if isinstance(exc, ServingError) else f"UNKNOWN: {exc}"
+    print(f"Failed to start server. Error: {status}", flush=True)
+    return START_FAILED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, then load models and serve; returns the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help", "--helpfull"):
         print(flags.usage())
-        return 0
+        return USAGE_ERROR  # as TF Serving's `--help`
     try:
         options = flags.parse(args)
+    except flags.FlagError as exc:
+        # as TF Serving: what was wrong on stderr, the usage on stdout, exit code -1 (255)
+        print(exc, file=sys.stderr)
+        print(flags.usage())
+        return USAGE_ERROR
+    if options.unknown:  # TF Serving names the first and starts all the same
+        print(f"unknown argument: {options.unknown[0]}\n{flags.usage()}")
+    try:
         flags.validate(options)
     except flags.FlagError as exc:
-        print(f"{exc}\n{flags.usage()}", file=sys.stderr)
-        return 2
+        print(exc, file=sys.stderr)
+        print(flags.usage())
+        return USAGE_ERROR
+    except ServingError as exc:
+        return start_failed(exc)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     if options.version:
         runtime = load_runtime()
@@ -42,14 +64,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging()
     load_runtime().get_logger().setLevel(logging.ERROR)
     from tfs_model_server.core import server
-    from tfs_model_server.core.errors import ServingError
 
     try:
         server.check_files(options)
-    except ServingError as exc:
-        print(f"Failed to start server. Error: {exc.message}", file=sys.stderr)
-        return 1
-    return server.run(options)
+        server.run(options)
+    except (ServingError, OSError) as exc:
+        return start_failed(exc)
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,11 +20,6 @@ from tfs_model_server.core.errors import ServingError, invalid_argument
 from tfs_model_server.core.tensor_spec import TensorSpec
 
 
-def _status_text(err: ServingError) -> str:
-    """absl::Status::ToString() of an error."""
-    return f"{err.code.name}: {err.message}"
-
-
 def _is_element_object(value: Any) -> bool:
     return isinstance(value, dict) and not is_b64_object(value)
 
@@ -83,7 +78,7 @@ def _exact_instances(
                 except ServingError as err:
                     raise invalid_argument(
                         f"Failed to process element: {index} key: {name} of 'instances' list. "
-                        f"Error: {_status_text(err)}"
+                        f"Error: {err.status_text()}"
                     ) from None
             if set(element) != set(names):
                 raise invalid_argument(
@@ -100,7 +95,7 @@ def _exact_instances(
             except ServingError as err:
                 raise invalid_argument(
                     f"Failed to process element: {index} of 'instances' list. "
-                    f"Error: {_status_text(err)}"
+                    f"Error: {err.status_text()}"
                 ) from None
     return batch.arrays(len(instances))
 

@@ -60,6 +60,10 @@ class ServingError(Exception):
     def __repr__(self) -> str:
         return f"ServingError({self.code.name}, {self.message!r})"
 
+    def status_text(self) -> str:
+        """absl::Status::ToString(): `CODE: message`."""
+        return f"{self.code.name}: {self.message}"
+
 
 # One constructor per code the server raises: invalid_argument("text") -> ServingError.
 invalid_argument = functools.partial(ServingError, Code.INVALID_ARGUMENT)

@@ -28,7 +28,7 @@ from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.cli import flags
 from tfs_model_server.core import config_protos
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import Code, ServingError, invalid_argument
+from tfs_model_server.core.errors import Code, ServingError, not_found
 from tfs_model_server.core.manager import ModelConfig, ModelManager
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.core.session_options import session_config
@@ -293,25 +293,14 @@ class ModelServer:
         self.manager.close()
 
 
-def run(options: flags.ServerOptions) -> int:
-    """Run a server to completion; the process exit code."""
-    try:
-        server = ModelServer(options)
-    except ServingError as exc:
-        print(f"Failed to start server. Error: {exc.message}", flush=True)
-        return 1
+def run(options: flags.ServerOptions) -> None:
+    """Run a server to completion; ServingError or OSError when it does not start."""
+    server = ModelServer(options)
     try:
         server.start()
-    except (ServingError, OSError) as exc:
-        message = exc.message if isinstance(exc, ServingError) else str(exc)
-        print(f"Failed to start server. Error: {message}", flush=True)
-        server.stop()
-        return 1
-    try:
         server.serve()
     finally:
         server.stop()
-    return 0
 
 
 def check_files(options: flags.ServerOptions) -> None:
@@ -325,4 +314,4 @@ def check_files(options: flags.ServerOptions) -> None:
     ):
         path = getattr(options, name)
         if path and not os.path.isfile(path):
-            raise invalid_argument(f"--{name}: no such file: {path}")
+            raise not_found(f"{path}; No such file or directory")  # TF's Env error

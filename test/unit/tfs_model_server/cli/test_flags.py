@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfs_model_server.cli import flags
+from tfs_model_server.core.errors import ServingError
 
 
 def test_values_in_both_forms_and_booleans() -> None:
@@ -31,8 +32,6 @@ def test_flags_that_change_nothing_here_are_kept_aside() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--nope=1"], "unknown argument: --nope=1"),
-        (["positional"], "unknown argument: positional"),
         (["--port"], "Missing value for flag --port"),
         (["--port=x"], "Illegal value for flag --port: 'x' (expected an integer)"),
         (["--port=4294967296"], "Illegal value for flag --port: '4294967296' (out of int32 range)"),
@@ -48,15 +47,9 @@ def test_parse_errors(argv: list[str], message: str) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        ([], "Both --model_base_path and --model_config_file are empty"),
-        (["--model_base_path=/m", "--port=0"], "Server failed to start: --port=0 needs"),
         (
             ["--model_base_path=/m", "--rest_api_port=70000"],
             "Illegal value for flag --rest_api_port",
-        ),
-        (
-            ["--model_base_path=/m", "--batching_parameters_file=/b"],
-            "--batching_parameters_file is set without --enable_batching",
         ),
         (["--model_base_path=/m", "--grpc_max_threads=0"], "Illegal value for flag --grpc_max"),
         (
@@ -69,6 +62,35 @@ def test_validate(argv: list[str], message: str) -> None:
     with pytest.raises(flags.FlagError) as info:
         flags.validate(flags.parse(argv))
     assert str(info.value).startswith(message)
+
+
+def test_unknown_arguments_are_kept_aside_as_tensorflow_flags_passes_them_through() -> None:
+    options = flags.parse(["--nope=1", "positional", "--port=9", "--", "--port=10"])
+    assert options.unknown == ["--nope=1", "positional", "--", "--port=10"]
+    assert options.port == 9
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # server.cc's BuildAndStart, in its order
+        (
+            ["--port=0"],
+            "At least one of server_options.grpc_port or server_options.grpc_socket_path must "
+            "be set.",
+        ),
+        ([], "Both server_options.model_base_path and server_options.model_config_file are empty!"),
+        (
+            ["--model_base_path=/m", "--batching_parameters_file=/b"],
+            "server_options.batching_parameters_file is set without setting "
+            "server_options.enable_batching to true.",
+        ),
+    ],
+)
+def test_validate_refuses_what_build_and_start_refuses(argv: list[str], message: str) -> None:
+    with pytest.raises(ServingError) as info:
+        flags.validate(flags.parse(argv))
+    assert info.value.status_text() == f"INVALID_ARGUMENT: {message}"
 
 
 def test_grpc_channel_arguments() -> None:

@@ -14,14 +14,29 @@ def _tf_log_level(monkeypatch) -> None:
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # main() sets a default when unset
 
 
-def test_help(capsys) -> None:
-    assert main(["--help"]) == 0
+def test_help_prints_the_usage_and_exits_255_as_tf_serving_does(capsys) -> None:
+    assert main(["--help"]) == 255  # tensorflow_model_server's main() returns -1
     assert capsys.readouterr().out.startswith("usage: tfs-model-server\nFlags:\n")
 
 
-def test_a_bad_command_line_is_2(capsys) -> None:
-    assert main(["--no_such_flag=1"]) == 2
-    assert capsys.readouterr().err.startswith("unknown argument: --no_such_flag=1\nusage: ")
+def test_a_bad_flag_value_prints_the_usage_and_exits_255(capsys) -> None:
+    assert main(["--port=abc", "--model_base_path=/m"]) == 255
+    printed = capsys.readouterr()
+    assert printed.err.startswith("Illegal value for flag --port: 'abc'")
+    assert printed.out.startswith("usage: tfs-model-server\n")
+
+
+def test_an_unknown_argument_is_named_and_the_start_goes_on(capsys) -> None:
+    """tensorflow::Flags::Parse passes unknown arguments through; main() names the first with
+    the usage and goes on, here to BuildAndStart's refusal of a server with no model."""
+    assert main(["--no_such_flag=1", "stray"]) == 255
+    out = capsys.readouterr().out
+    assert out.startswith("unknown argument: --no_such_flag=1\nusage: tfs-model-server\n")
+    assert "stray" not in out
+    assert out.endswith(
+        "Failed to start server. Error: INVALID_ARGUMENT: Both server_options.model_base_path "
+        "and server_options.model_config_file are empty!\n"
+    )
 
 
 def test_version(capsys) -> None:
@@ -33,7 +48,7 @@ def test_version(capsys) -> None:
 
 def test_a_missing_config_file_fails_the_start(tmp_path: Path, capsys) -> None:
     missing = tmp_path / "models.config"
-    assert main([f"--model_config_file={missing}"]) == 1
-    assert capsys.readouterr().err == (
-        f"Failed to start server. Error: --model_config_file: no such file: {missing}\n"
+    assert main([f"--model_config_file={missing}"]) == 255
+    assert capsys.readouterr().out == (
+        f"Failed to start server. Error: NOT_FOUND: {missing}; No such file or directory\n"
     )

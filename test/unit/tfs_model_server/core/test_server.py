@@ -15,6 +15,7 @@ from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 from process_utils import free_port
 from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.cli import flags
+from tfs_model_server.cli.main import START_FAILED, main
 from tfs_model_server.core.errors import ServingError
 from tfs_model_server.core.server import (
     ModelServer,
@@ -22,7 +23,6 @@ from tfs_model_server.core.server import (
     check_files,
     initial_configs,
     model_batching,
-    run,
 )
 
 
@@ -31,8 +31,9 @@ def _options(*args: str) -> flags.ServerOptions:
 
 
 def _run_on_loopback(*args: str) -> int:
-    """run() with `args`, on a free loopback port should it get as far as serving."""
-    return run(_options(*args, f"--port={free_port()}", "--bind_address=127.0.0.1"))
+    """tfs-model-server's main() with `args`, on a free loopback port should it get as far as
+    serving; its exit code."""
+    return main([*args, f"--port={free_port()}", "--bind_address=127.0.0.1"])
 
 
 def test_batching_options_read_the_parameters_file(tmp_path: Path) -> None:
@@ -85,14 +86,14 @@ def test_check_files_names_the_missing_one(tmp_path: Path) -> None:
     missing = tmp_path / "none.config"
     with pytest.raises(ServingError) as info:
         check_files(_options(f"--monitoring_config_file={missing}"))
-    assert info.value.message == f"--monitoring_config_file: no such file: {missing}"
+    assert info.value.status_text() == f"NOT_FOUND: {missing}; No such file or directory"
 
 
 def test_check_files_covers_the_session_config(tmp_path: Path) -> None:
     missing = tmp_path / "session.config"
     with pytest.raises(ServingError) as info:
         check_files(_options(f"--tensorflow_session_config_file={missing}"))
-    assert info.value.message == f"--tensorflow_session_config_file: no such file: {missing}"
+    assert info.value.status_text() == f"NOT_FOUND: {missing}; No such file or directory"
 
 
 def test_run_refuses_all_three_thread_flags_as_tf_serving_does(capsys) -> None:
@@ -102,8 +103,8 @@ def test_run_refuses_all_three_thread_flags_as_tf_serving_does(capsys) -> None:
         "--tensorflow_intra_op_parallelism=2",
         "--tensorflow_inter_op_parallelism=2",
     )
-    assert status == 1
-    assert "Failed to start server. Error: Either configure server_options." in (
+    assert status == START_FAILED == 255  # TF Serving's main() returns -1
+    assert "Failed to start server. Error: INVALID_ARGUMENT: Either configure server_options." in (
         capsys.readouterr().out
     )
 
@@ -112,8 +113,8 @@ def test_run_reports_a_failed_start(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad" / "1"
     bad.mkdir(parents=True)
     (bad / "saved_model.pb").write_bytes(b"not a saved model")
-    assert _run_on_loopback(f"--model_base_path={bad.parent}", "--max_num_load_retries=0") == 1
-    assert "Failed to start server. Error: 1 model(s) did not become available" in (
+    assert _run_on_loopback(f"--model_base_path={bad.parent}", "--max_num_load_retries=0") == 255
+    assert "Failed to start server. Error: UNKNOWN: 1 model(s) did not become available" in (
         capsys.readouterr().out
     )
 
