@@ -10,6 +10,7 @@ from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
 from tfs_model_server.api.grpc_server import start_grpc_server
 from tfs_model_server.core.dataplane import DataPlane
+from tfs_model_server.core.errors import ServingError
 
 
 def test_the_unix_socket_serves_too(grpc_server) -> None:
@@ -25,7 +26,7 @@ def test_a_port_in_use_is_an_error(plane: DataPlane) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises((OSError, RuntimeError), match=str(port)):
+        with pytest.raises(ServingError, match=str(port)) as info:
             start_grpc_server(
                 plane,
                 print,
@@ -35,3 +36,6 @@ def test_a_port_in_use_is_an_error(plane: DataPlane) -> None:
                 channel_arguments=[("grpc.so_reuseport", 0)],
                 host="127.0.0.1",
             )
+    assert info.value.status_text().startswith(  # server.cc's status
+        f"INVALID_ARGUMENT: Failed to BuildAndStart gRPC server: cannot listen on 127.0.0.1:{port}"
+    )
