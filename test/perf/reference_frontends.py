@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,7 +73,7 @@ def _wait_ready(url: str, body: bytes, proc: subprocess.Popen, timeout: float = 
             with urllib.request.urlopen(url, data=body, timeout=5) as reply:
                 if reply.status == 200:
                     return
-        except (OSError, urllib.error.HTTPError):
+        except OSError:  # refused, reset, or an HTTP error status
             pass
         time.sleep(0.05)
     raise RuntimeError(f"{url} did not answer 200 within {timeout} s")

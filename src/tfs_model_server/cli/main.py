@@ -40,16 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR  # as TF Serving's `--help`
     try:
         options = flags.parse(args)
-    except flags.FlagError as exc:
-        # as TF Serving: what was wrong on stderr, the usage on stdout, exit code -1 (255)
-        print(exc, file=sys.stderr)
-        print(flags.usage())
-        return USAGE_ERROR
-    if options.unknown:  # TF Serving names the first and starts all the same
-        print(f"unknown argument: {options.unknown[0]}\n{flags.usage()}")
-    try:
+        if options.unknown:  # TF Serving names the first and starts all the same
+            print(f"unknown argument: {options.unknown[0]}\n{flags.usage()}")
         flags.validate(options)
     except flags.FlagError as exc:
+        # as TF Serving: what was wrong on stderr, the usage on stdout, exit code -1 (255)
         print(exc, file=sys.stderr)
         print(flags.usage())
         return USAGE_ERROR
