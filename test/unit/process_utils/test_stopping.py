@@ -9,9 +9,12 @@ import time
 
 from process_utils import PopenProcess, stop_all, terminate
 
+# SIGINT's default action is set too: a child of a shell's background job starts with SIGINT
+# ignored (and Python then installs no KeyboardInterrupt handler).
 IGNORES_SIGTERM = (
     "import signal, time\n"
     "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
     "print('ready', flush=True)\n"
     "time.sleep(60)\n"
 )
