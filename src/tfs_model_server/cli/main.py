@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE_ERROR  # as TF Serving's `--help`
     try:
         options = flags.parse(args)
-        if options.unknown:  # TF Serving names the first and starts all the same
+        if options.unknown and not options.version:  # TF names the first and goes on
             print(f"unknown argument: {options.unknown[0]}\n{flags.usage()}")
         flags.validate(options)
     except flags.FlagError as exc:

@@ -40,7 +40,7 @@ def test_an_unknown_argument_is_named_and_the_start_goes_on(capsys) -> None:
 
 
 def test_version(capsys) -> None:
-    assert main(["--version"]) == 0
+    assert main(["--version", "--no_such_flag"]) == 0  # TF prints the version before all else
     out = capsys.readouterr().out
     assert out.startswith("TensorFlow ModelServer: tfs-model-server ")
     assert "\nTensorFlow Library: " in out
