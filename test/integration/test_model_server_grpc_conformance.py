@@ -61,8 +61,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
+from tfs_testdata_dir import TESTDATA
 
-TESTDATA = Path(__file__).resolve().parents[1] / "support" / "tfs_testdata"  # its README.md
 CLASSIFY = "tensorflow/serving/classify"
 REGRESS = "tensorflow/serving/regress"
 PREDICT = "tensorflow/serving/predict"

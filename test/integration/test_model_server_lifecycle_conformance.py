@@ -43,8 +43,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 from tensorflow_serving.config import model_server_config_pb2
+from tfs_testdata_dir import TESTDATA
 
-TESTDATA = Path(__file__).resolve().parents[1] / "support" / "tfs_testdata"  # its README.md
 TWO_VERSIONS = TESTDATA / "saved_model_half_plus_two_2_versions"
 OK, INVALID_ARGUMENT, FAILED_PRECONDITION = 0, 3, 9
 BOGUS_VERSION = 777  # test_util::kTestModelBogusVersion

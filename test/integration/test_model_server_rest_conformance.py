@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import http.client
 import json
-from pathlib import Path
 
 import pytest
 from conftest import model_server
+from tfs_testdata_dir import TESTDATA
 
-TESTDATA = Path(__file__).resolve().parents[1] / "support" / "tfs_testdata"  # its README.md
 MODEL = "saved_model_half_plus_two_2_versions"  # kTestModelName
 VERSION = 123  # kTestModelVersion1
 LABEL = "Version_Label"  # kTestModelVersionLabel

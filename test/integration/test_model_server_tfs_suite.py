@@ -62,10 +62,10 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
+from tfs_testdata_dir import TESTDATA
 
 from tfs_model_server.process import ModelServerProcess
 
-TESTDATA = Path(__file__).resolve().parents[1] / "support" / "tfs_testdata"  # its README.md
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"  # _GetSavedModelBundlePath
 HALF_PLUS_TWO_TF2 = TESTDATA / "saved_model_half_plus_two_tf2_cpu"
 HALF_PLUS_THREE = TESTDATA / "saved_model_half_plus_three"

@@ -21,8 +21,8 @@ import tensorflow as tf
 from conftest import model_server, start_model_server
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import prediction_log_pb2
+from tfs_testdata_dir import TESTDATA
 
-TESTDATA = Path(__file__).resolve().parents[1] / "support" / "tfs_testdata"  # its README.md
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"
 WARMUP = Path("00000123") / "assets.extra" / "tf_serving_warmup_requests"
 

@@ -43,6 +43,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import inference_pb2, input_pb2, prediction_log_pb2
+from tfs_testdata_dir import TESTDATA
 
 from tfs_model_server.api.metrics import Counter, Histogram, ServingMetrics
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
@@ -53,7 +54,6 @@ from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD, Serv
 from tfs_model_server.core.server import model_batching, options_from
 from tfs_model_server.core.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE, run_warmup
 
-TESTDATA = Path(__file__).resolve().parents[2] / "support" / "tfs_testdata"  # its README.md
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu" / "00000123"
 
 
