@@ -339,7 +339,7 @@ def test_a_load_url_over_255_characters_is_400_json(mme):
 
 NOBODY_SCRIPT = """
 import json, socket, sys
-gunicorn_socket, metrics_port, nginx_conf, name = sys.argv[1:]
+gunicorn_socket, metrics_port, nginx_conf, front_log, name = sys.argv[1:]
 out = {}
 try:
     with socket.socket(socket.AF_UNIX) as sock:
@@ -351,9 +351,8 @@ except OSError as exc:
     out["unload"] = repr(exc)
 try:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        for message in ("/ping 200 forged-by-nobody 0.1", "guess /ping 200 forged-by-nobody 0.1"):
-            datagram = b"<190>Nov 23 10:00:00 tfs_metrics: " + message.encode()
-            sock.sendto(datagram, ("127.0.0.1", int(metrics_port)))
+        for message in ("/ping 200 forged-by-nobody 0.1", "guess\\n/ping 200 forged-by-nobody 0.1"):
+            sock.sendto(message.encode(), ("127.0.0.1", int(metrics_port)))
     out["datagrams"] = "sent"
 except OSError as exc:
     out["datagrams"] = repr(exc)
@@ -362,6 +361,12 @@ try:
     out["nginx_conf"] = "read"
 except OSError as exc:
     out["nginx_conf"] = repr(exc)
+for mode in ("a", "r"):
+    try:
+        open(front_log, mode).close()
+        out["front_log_" + mode] = "opened"
+    except OSError as exc:
+        out["front_log_" + mode] = repr(exc)
 print(json.dumps(out))
 """
 
@@ -379,21 +384,26 @@ def _as_nobody() -> None:
 def test_another_local_user_cannot_unload_models_or_forge_metrics(mme, model_root):
     """nginx's workers run as nobody here, so another nobody process passes the gunicorn
     socket's mode, and anyone may send to the metrics port: the run's secret, which it cannot
-    read, keeps it out."""
+    read, keeps it out. nginx's request log is serve's user's (its workers inherit the
+    descriptor), so it cannot add lines there either."""
     assert load(mme, "guarded", str(model_root / "m7")).status_code == 200
     conf = mme.run_dir / "nginx.conf"
     gunicorn_socket = re.search(r"server unix:(\S+gunicorn\.sock)", conf.read_text()).group(1)
-    metrics_port = re.search(r"syslog:server=127\.0\.0\.1:(\d+),", conf.read_text()).group(1)
+    front_log = re.search(r"access_log (\S+) sagemaker_metrics", conf.read_text()).group(1)
+    port_line = r"counted by the Python service \(udp port (\d+)\)"
+    metrics_port = re.search(port_line, mme.log()).group(1)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     result = subprocess.run(
         [python, "-c", textwrap.dedent(NOBODY_SCRIPT), gunicorn_socket, metrics_port,
-         str(conf), "guarded"],
+         str(conf), front_log, "guarded"],
         preexec_fn=_as_nobody, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     outcome = orjson.loads(result.stdout)
     assert "200" not in outcome["unload"], outcome
     assert "PermissionError" in outcome["nginx_conf"], outcome
+    assert "PermissionError" in outcome["front_log_a"], outcome  # no lines of its own
+    assert "PermissionError" in outcome["front_log_r"], outcome
     assert requests.get(f"{mme.url}/models/guarded", timeout=10).status_code == 200
     assert invoke(mme, "guarded").status_code == 200
     deadline = time.monotonic() + 10

@@ -1,6 +1,6 @@
 """The Python service process on its own (gunicorn, as serve starts it, no nginx and no model
 server): what gunicorn accepts and how it refuses, the run's secret, its sockets' modes, and
-workers forked while nginx's metrics datagrams pour in."""
+workers forked while reports of nginx's requests pour in."""
 
 from __future__ import annotations
 
@@ -73,8 +73,8 @@ class Service:
         request = f"GET {target} HTTP/1.1\r\nHost: x\r\n{secret}{headers}\r\n"
         return status_of(self.raw(request.encode("latin-1"), timeout))
 
-    def datagram(self, message: str) -> bytes:
-        return f"<190>Nov 23 10:00:00 tfs_metrics: {message}".encode()
+    def datagram(self, secret: str, *lines: str) -> bytes:
+        return "\n".join([secret, *lines]).encode()
 
 
 def status_of(reply: bytes) -> tuple[int, bytes, bytes]:
@@ -164,7 +164,7 @@ def test_sockets_are_for_serves_user_or_nginxs_workers_only(service):
 
 
 def test_the_metrics_port_listens_on_loopback_only(service):
-    """The datagram socket is UDP on 127.0.0.1 (its secret keeps others' datagrams out)."""
+    """The reports' socket is UDP on 127.0.0.1 (its secret keeps others' datagrams out)."""
     ours = [
         c
         for c in psutil.Process(service.process.child.pid).net_connections(kind="udp")
@@ -189,15 +189,15 @@ def _wait(condition, seconds: float) -> bool:
     return condition()
 
 
-def test_forged_datagrams_are_dropped_and_reported(service):
+def test_forged_reports_are_dropped_and_reported(service):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.sendto(service.datagram("/ping 200 forged-model 0.1"), service.metrics_address)
         sock.sendto(
-            service.datagram("not-the-secret /ping 200 forged-model 0.1"),
+            service.datagram("not-the-secret", "/ping 200 forged-model 0.1"),
             service.metrics_address,
         )
         sock.sendto(
-            service.datagram(f"{service.token} /ping 200 real-model 0.1"),
+            service.datagram(service.token, "/ping 200 real-model 0.1"),
             service.metrics_address,
         )
     assert _wait(lambda: _count(service, "real-model") == 1, 10)
@@ -205,12 +205,12 @@ def test_forged_datagrams_are_dropped_and_reported(service):
     assert _count(service, "forged-model") == 0
 
 
-def test_new_workers_answer_while_datagrams_pour_in(service):
+def test_new_workers_answer_while_reports_pour_in(service):
     """The gunicorn master forks each new worker; a thread of the master holding a lock at
     that moment would leave the worker waiting for it forever."""
     stop = threading.Event()
     sent = [0]
-    message = service.datagram(f"{service.token} /ping 200 flood 0.001")
+    message = service.datagram(service.token, "/ping 200 flood 0.001")
 
     def flood() -> None:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:

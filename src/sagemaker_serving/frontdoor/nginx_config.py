@@ -14,7 +14,7 @@ from typing import Protocol
 from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
-from sagemaker_serving.frontdoor.front_metrics import nginx_access_log
+from sagemaker_serving.frontdoor.front_log_relay import FRONT_LOG, new_log, nginx_access_log
 from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH
 
 NGINX_DIR = Path(__file__).resolve().parent / "nginx"  # package data: template, tfs.js
@@ -206,9 +206,6 @@ class PythonServiceLink(Protocol):
     def socket_path(self) -> str: ...  # gunicorn's unix socket
 
     @property
-    def metrics_port(self) -> int: ...  # loopback UDP: a datagram per request nginx answers
-
-    @property
     def access(self) -> Access: ...  # the run's secret and who nginx's workers are
 
     @property
@@ -230,6 +227,7 @@ class NginxConf:
     layout: NginxLayout
     path: Path
     values: dict[str, object]
+    front_log: Path  # what nginx answers itself, a line per request (front_log_relay.py)
 
     def write(self, draining: bool = False) -> Path:
         """Write the file (0600: it holds the run's secret); `draining`: /ping answers 503."""
@@ -261,6 +259,7 @@ def nginx_conf(
     gate = ping_gate(ready_file)
     for sub in TEMP_DIRS:
         (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
+    front_log = new_log(run_dir / FRONT_LOG)
     invocations = SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
     upstreams = service_upstream(service.socket_path)
     if settings.multi_model:
@@ -289,10 +288,10 @@ def nginx_conf(
         "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
         "INVOCATIONS_LOCATIONS": invocations,
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
-        "METRICS_LOG": nginx_access_log(service.metrics_port),
+        "METRICS_LOG": nginx_access_log(front_log),
         "SERVICE_TOKEN": service.access.token,
         "NGINX_USER": service.access.nginx_user,
         # multi-model: 200 once the service is up, whatever is loaded
         "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} /_service/ping".strip(),
     }
-    return NginxConf(layout, run_dir / CONF_NAME, values)
+    return NginxConf(layout, run_dir / CONF_NAME, values, front_log)

@@ -31,6 +31,7 @@ from sagemaker_serving.config.model_discovery import (
 from sagemaker_serving.config.ports import allocate_model_server_ports
 from sagemaker_serving.config.settings import Settings, SettingsError
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
+from sagemaker_serving.frontdoor.front_log_relay import FrontLogRelay
 from sagemaker_serving.frontdoor.nginx_config import (
     NGINX_DIR,
     NginxConf,
@@ -103,6 +104,7 @@ class Stack:
     service: ServiceProcess
     ready_file: Path  # new_ready_file()
     model_servers: list[Child] = field(default_factory=list)
+    relay: FrontLogRelay | None = None  # start_relay()
 
     @property
     def children(self) -> list[Child]:
@@ -290,6 +292,24 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
     return stack
 
 
+def start_relay(stack: Stack) -> FrontLogRelay:
+    """The thread that passes nginx's request log on to the Python service's /metrics; a
+    replaced log file is read until nginx's old workers are gone (their drain, then a margin)."""
+    stack.relay = FrontLogRelay(
+        stack.nginx_conf.front_log,
+        stack.service.metrics_port,
+        stack.service.access.token,
+        reload_nginx=lambda: stack.nginx.signal(signal.SIGHUP),
+        retire_seconds=NGINX_DRAIN_SECONDS + 5.0,
+    ).start()
+    log.info(
+        "requests nginx answers: logged to %s, counted by the Python service (udp port %d)",
+        stack.nginx_conf.front_log,
+        stack.service.metrics_port,
+    )
+    return stack.relay
+
+
 def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
     """Multi-model: when a model server dies, every model counts as unloaded (invoke answers
     404, so SageMaker loads it again). Marking the registry stale takes no lock, so the
@@ -376,6 +396,8 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
+    if stack.relay is not None:
+        stack.relay.stop()  # what nginx logged last
     backends = [stack.service.child, *stack.model_servers]
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     stack.service.cleanup()
@@ -422,6 +444,7 @@ def run(args: argparse.Namespace) -> int:
         for child in stack.model_servers:  # the slowest to be ready first
             child.start()
         stack.service.child.start()
+        start_relay(stack)
         stack.nginx.start()
         if not wait_until_ready(stack, supervisor):
             return 0 if supervisor.stopping else 1

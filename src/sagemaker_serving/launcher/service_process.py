@@ -30,7 +30,7 @@ class ServiceProcess:
     socket_dir: Path
     handles_invocations: bool  # True with user code; else it only takes the binary formats
 
-    metrics_port: int  # loopback UDP: a datagram per request nginx answers (front_metrics.py)
+    metrics_port: int  # loopback UDP: reports of what nginx answered (front_metrics.py)
     access: Access  # the run's secret nginx sends along, and who nginx's workers are
 
     def cleanup(self) -> None:

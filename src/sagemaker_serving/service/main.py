@@ -100,7 +100,7 @@ class ServiceApplication(BaseApplication):
 
 
 def front_metrics_hook(fd: int | None, token: str):
-    """gunicorn's post_worker_init: a receiver thread for nginx's datagrams in the worker."""
+    """gunicorn's post_worker_init: a receiver thread in the worker for serve's reports of nginx's requests."""
 
     def post_worker_init(worker) -> None:
         if fd is None or worker.app.metrics is None:

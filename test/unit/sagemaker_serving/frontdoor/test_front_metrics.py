@@ -1,4 +1,4 @@
-"""nginx's metrics datagrams (the run's secret, parsing) and bounded label values."""
+"""Reports of what nginx answered (the run's secret, parsing) and bounded label values."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def single_process(monkeypatch):
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
 
 
-def datagram(message: str) -> bytes:
-    return f"<190>Nov 23 10:00:00 tfs_metrics: {message}".encode()
+def datagram(secret: str, *lines: str) -> bytes:
+    return "\n".join([secret, *lines]).encode()
 
 
 def receiver() -> FrontMetricsReceiver:
@@ -47,46 +47,63 @@ def text(metrics: ServiceMetrics) -> str:
     return generate_latest(metrics.registry).decode()
 
 
-def test_a_datagram_from_our_nginx_is_counted():
+def test_every_line_of_a_report_is_counted():
     r = receiver()
-    r.handle(datagram(f"{TOKEN} /invocations 200 half_plus_two 0.004"))
+    r.handle(datagram(TOKEN, "/invocations 200 half_plus_two 0.004", "/ping 200 - 0.001"))
+    r.handle(datagram(TOKEN, "/invocations 200 half_plus_two 0.002", "not a request line"))
     expected = (
-        'sagemaker_requests_total{model="half_plus_two",route="/invocations",status="200"} 1.0'
+        'sagemaker_requests_total{model="half_plus_two",route="/invocations",status="200"} 2.0'
     )
     assert expected in text(r.metrics)
+    assert 'sagemaker_requests_total{model="",route="/ping",status="200"} 1.0' in text(r.metrics)
+
+
+def test_reports_hold_whole_lines_within_the_datagram_limit():
+    lines = [f"/invocations 200 model-{i} 0.001".encode() for i in range(5000)]
+    sent = front_metrics.reports(TOKEN, [*lines, b"x" * 5000])
+    assert len(sent) > 1
+    assert all(len(d) <= front_metrics.REPORT_BYTES for d in sent)
+    received = []
+    for d in sent:
+        secret, got = front_metrics.split_report(d)
+        assert secret == TOKEN.encode()
+        received += got
+    assert received == [*lines, b"x" * front_metrics.MAX_LINE]
+    assert front_metrics.reports(TOKEN, []) == []
 
 
 @pytest.mark.parametrize(
     "message",
     [
-        "/invocations 200 m 0.1",  # the format before the secret
-        "wrong /invocations 200 m 0.1",
-        f"{TOKEN}x /invocations 200 m 0.1",
-        "",
+        datagram("/invocations 200 m 0.1"),  # no secret
+        datagram("wrong", "/invocations 200 m 0.1"),
+        datagram(f"{TOKEN}x", "/invocations 200 m 0.1"),
+        datagram(f"{TOKEN} /invocations 200 m 0.1"),  # the secret on the line
+        f"<190>Nov 23 10:00:00 tfs_metrics: {TOKEN} /ping 200 m 0.1".encode(),  # syslog
+        b"",
     ],
 )
-def test_datagrams_without_the_runs_secret_are_dropped(message):
+def test_reports_without_the_runs_secret_are_dropped(message):
     r = receiver()
-    r.handle(datagram(message))
-    r.handle(b"no tag at all")
+    r.handle(message)
     assert "sagemaker_requests_total{" not in text(r.metrics)
 
 
-def test_forged_datagrams_are_reported_at_most_once_a_minute(caplog, monkeypatch):
+def test_forged_reports_are_reported_at_most_once_a_minute(caplog, monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(front_metrics.time, "monotonic", lambda: now[0])
     r = receiver()
     with caplog.at_level(logging.WARNING, logger="sagemaker_serving.frontdoor.front_metrics"):
         for _ in range(50):
-            r.handle(datagram("forged /ping 200 - 0.1"))
+            r.handle(datagram("forged", "/ping 200 - 0.1"))
         assert len(caplog.records) == 1
         now[0] += 30
-        r.handle(datagram("forged /ping 200 - 0.1"))
+        r.handle(datagram("forged", "/ping 200 - 0.1"))
         assert len(caplog.records) == 1
         now[0] += 31
-        r.handle(datagram("forged /ping 200 - 0.1"))
+        r.handle(datagram("forged", "/ping 200 - 0.1"))
     assert len(caplog.records) == 2
-    assert "dropped 51 metrics datagram" in caplog.records[1].getMessage()
+    assert "dropped 51 metrics report" in caplog.records[1].getMessage()
 
 
 def test_parse_checks_every_field():
@@ -146,91 +163,38 @@ def _registry_with(collector, path):
     return registry
 
 
-def test_a_burst_waits_in_the_socket_while_nobody_reads():
-    """What nginx sends while every receiver is busy stays queued: 100 datagrams sent
-    without blocking, none read meanwhile, all received (a unix datagram socket would have
-    refused the 11th: net.unix.max_dgram_qlen, nginx drops what it cannot send)."""
+def test_reports_wait_in_the_socket_while_nobody_reads():
+    """What serve relays while every receiver is busy (or the service restarts) stays
+    queued: a second of a busy fast path's reports, none read meanwhile, all received (a
+    unix datagram socket would have refused the 11th: net.unix.max_dgram_qlen)."""
     sock = front_metrics.bind_socket()
     address = sock.getsockname()
-    line = datagram(f"{TOKEN} /invocations 200 m 0.001")
+    line = b"/invocations 200 m 0.001"
+    sent = front_metrics.reports(TOKEN, [line] * 6000)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
             sender.setblocking(False)
-            for _ in range(100):
-                sender.sendto(line, address)
+            for report in sent:
+                sender.sendto(report, address)
         sock.settimeout(5)
-        received = [sock.recv(4096) for _ in range(100)]
+        received = [sock.recv(front_metrics.REPORT_BYTES) for _ in sent]
     finally:
         sock.close()
-    assert received == [line] * 100
+    assert received == sent
 
 
-def test_nginx_sends_to_the_loopback_port():
-    directive = front_metrics.nginx_access_log(4242)
-    assert "access_log syslog:server=127.0.0.1:4242,nohostname,tag=tfs_metrics " in directive
-    assert directive.rstrip().endswith("sagemaker_metrics if=$metrics_from_nginx;")
-
-
-@pytest.mark.parametrize(
-    ("receive_buffer", "pause"),
-    [
-        (212992, 0.005),  # net.core.rmem_max 106496: 208 datagrams, never under 5 ms
-        (425984, 416 / 80_000),  # Linux's default 212992, doubled: 416 datagrams
-        (1 << 20, 1024 / 80_000),
-        (8 << 20, 0.02),  # a large buffer: 20 ms at most
-    ],
-)
-def test_the_pause_leaves_room_in_the_granted_buffer(receive_buffer, pause):
-    assert front_metrics.pause_seconds(receive_buffer) == pytest.approx(pause)
-
-
-def test_the_receiver_pauses_for_its_own_socket():
+def test_a_running_receiver_counts_what_arrives():
     sock = front_metrics.bind_socket()
-    try:
-        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
-        r = FrontMetricsReceiver(sock, ServiceMetrics(), TOKEN).start()
-        assert r.pause == front_metrics.pause_seconds(granted)
-    finally:
-        sock.close()
-
-
-def test_the_receiver_counts_bursts_whole_with_one_wake_up_per_batch():
-    """A running receiver waits for datagrams once per batch (what is queued then is read
-    without waiting), not once per datagram, and counts every datagram of bursts larger than
-    a batch (MAX_BATCH)."""
-
-    class CountedSocket:
-        def __init__(self, sock: socket.socket) -> None:
-            self.sock, self.waits = sock, 0
-
-        def recv(self, size: int, flags: int = 0) -> bytes:
-            self.waits += not flags & socket.MSG_DONTWAIT
-            return self.sock.recv(size, flags)
-
-        def getsockopt(self, level: int, option: int) -> int:
-            return self.sock.getsockopt(level, option)
-
-        def close(self) -> None:
-            self.sock.close()
-
-    sock = CountedSocket(front_metrics.bind_socket())
-    address = sock.sock.getsockname()
-    r = FrontMetricsReceiver(sock, ServiceMetrics(), TOKEN).start()  # type: ignore[arg-type]
-    bursts, size = 2, 300
-    expected = (
-        'sagemaker_requests_total{model="m",route="/invocations",status="200"} '
-        f"{float(bursts * size)}"
-    )
+    address = sock.getsockname()
+    r = FrontMetricsReceiver(sock, ServiceMetrics(), TOKEN).start()
+    expected = 'sagemaker_requests_total{model="m",route="/invocations",status="200"} 3000.0'
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sender:
-            for _ in range(bursts):
-                for _ in range(size):
-                    sender.sendto(datagram(f"{TOKEN} /invocations 200 m 0.001"), address)
-                time.sleep(0.05)
+            for report in front_metrics.reports(TOKEN, [b"/invocations 200 m 0.001"] * 3000):
+                sender.sendto(report, address)
         deadline = time.monotonic() + 10
         while expected not in text(r.metrics) and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
         r.close()
     assert expected in text(r.metrics)
-    assert sock.waits < bursts * size / 10

@@ -36,7 +36,6 @@ class ServiceLink:
     """The Python service as nginx sees it (serve's ServiceProcess without the process)."""
 
     socket_path: str
-    metrics_port: int
     access: Access
     handles_invocations: bool
 
@@ -56,7 +55,7 @@ def render_variant(run_dir: Path, variant: str, nginx_dir: Path = NGINX_DIR) -> 
         default_model="" if multi_model else "half_plus_three",
         rest_ports=[8501, 8503],
         model_names=[] if multi_model else ["half_plus_three"],
-        service=ServiceLink(str(sockets / "gunicorn.sock"), 9, new_access(), user_code),
+        service=ServiceLink(str(sockets / "gunicorn.sock"), new_access(), user_code),
         ready_file=run_dir / "ping" / "ready",
         shutdown_grace=17,
     )
@@ -150,7 +149,7 @@ def test_nginx_worker_processes(tmp_path: Path, cpus: int, env: dict, workers: i
         default_model="m",
         rest_ports=[8501],
         model_names=["m"],
-        service=ServiceLink(str(tmp_path / "service" / "g.sock"), 9, new_access(), False),
+        service=ServiceLink(str(tmp_path / "service" / "g.sock"), new_access(), False),
         ready_file=tmp_path / "ping" / "ready",
         shutdown_grace=17,
     )

@@ -68,7 +68,7 @@ def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess
     assert mode == (0o700 if os.geteuid() != 0 else 0o2710)
     metrics_fd, token_fd = service.child.pass_fds
     metrics = socket.socket(fileno=os.dup(metrics_fd))
-    try:  # the datagram socket nginx sends to: UDP on loopback, with a large receive buffer
+    try:  # the socket serve's relay sends to: UDP on loopback, with a large receive buffer
         assert metrics.type == socket.SOCK_DGRAM
         assert metrics.getsockname() == ("127.0.0.1", service.metrics_port)
         assert metrics.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) > 10 * 4096
