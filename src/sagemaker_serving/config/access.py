@@ -5,8 +5,9 @@ user (serve is not root); as root, nginx's workers run as `nobody`, so the direc
 sockets belong to root and the workers' group. Another process of that user passes both
 checks, so nginx adds a per-run secret to every request it proxies to the service, and serve
 to every report of nginx's requests it relays (front_log_relay.py); the service answers 403 to
-requests without it and drops such reports. The secret reaches nginx in its config (0600) and the service through an
-inherited file descriptor: never argv, the environment or a world-readable file.
+requests without it and drops such reports. The secret reaches nginx in its config (0600)
+and the service through an inherited file descriptor: never argv, the environment or a
+world-readable file.
 """
 
 from __future__ import annotations

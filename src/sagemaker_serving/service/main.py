@@ -100,7 +100,8 @@ class ServiceApplication(BaseApplication):
 
 
 def front_metrics_hook(fd: int | None, token: str):
-    """gunicorn's post_worker_init: a receiver thread in the worker for serve's reports of nginx's requests."""
+    """gunicorn's post_worker_init: a receiver thread in the worker for serve's reports of
+    the requests nginx answered."""
 
     def post_worker_init(worker) -> None:
         if fd is None or worker.app.metrics is None:
