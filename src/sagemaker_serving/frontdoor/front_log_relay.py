@@ -171,6 +171,9 @@ class FrontLogRelay:
             except OSError as exc:
                 log.warning("relaying nginx's request log %s: %s", self.path, exc)
                 self._stop.wait(1.0)
+            except Exception:  # a bug of ours: counts stop, so say so, and go on
+                log.exception("relaying nginx's request log %s failed", self.path)
+                self._stop.wait(1.0)
 
     def relay(self) -> int:
         """Send every whole line written since the last call; the number of lines."""
