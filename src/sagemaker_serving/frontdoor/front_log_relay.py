@@ -37,7 +37,7 @@ READ_BYTES = 1 << 20
 MAX_READ_BYTES = 16 << 20  # per poll: a backlog is read over several polls
 FREE_BYTES = 1 << 20  # a hole is punched once this much more has been read
 ROTATE_BYTES = 64 << 20  # without holes: the file is replaced at this size
-MAX_SIZE = 1 << 40  # with holes: ext4 files end at 16 TiB (a year at 6000 requests/s)
+MAX_SIZE = 1 << 40  # with holes (ext4 files end at 16 TiB): about 50 days at 6000 requests/s
 _PUNCH_HOLE = 0x02 | 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 _BLOCK = 4096
 
@@ -125,7 +125,7 @@ class LogTail:
 class FrontLogRelay:
     """serve's thread relaying nginx's log lines to the service (reports with `token` to
     `port`); `reload_nginx` makes nginx open the log path afresh, `retire_seconds` bounds how
-    long nginx's old workers keep writing to a renamed file."""
+    long nginx's old workers keep writing to a replaced file."""
 
     def __init__(
         self,
