@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import bench_arguments, new_report, write_report
+from stack_cpu import cpu_by_part
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -63,37 +64,11 @@ cij = _load_jobs_script()
 # ----- CPU accounting ---------------------------------------------------------------------
 
 
-def _group(proc: Any) -> str:
-    """Which part of the stack a process is."""
-    try:
-        text = " ".join(proc.cmdline()) or proc.name()
-    except Exception:
-        return "gone"
-    for needle, group in (
-        ("tfs-model-server", "model_server"),
-        ("tensorflow_model_server", "model_server"),
-        ("gunicorn", "python_service"),
-        ("sagemaker_serving.service.main", "python_service"),
-        ("nginx", "nginx"),
-    ):
-        if needle in text:
-            return group
-    return "serve"
-
-
 def cpu_by_group(root_pid: int) -> dict[str, float]:
     """CPU seconds (user + system) so far of the container's processes by group, and ours."""
     import psutil
 
-    root = psutil.Process(root_pid)
-    totals: dict[str, float] = {}
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        group = _group(proc)
-        totals[group] = totals.get(group, 0.0) + times.user + times.system
+    totals = cpu_by_part(root_pid)
     own = psutil.Process().cpu_times()
     totals["runner"] = own.user + own.system
     return totals

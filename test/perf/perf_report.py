@@ -41,6 +41,7 @@ import wrk_load  # noqa: E402
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
 from conftest import ServeProcess, serve_stack  # noqa: E402
 from reference_frontends import minimal_service, plain_proxy  # noqa: E402
+from stack_cpu import PARTS, cpu_by_part  # noqa: E402
 
 from process_utils.ports import free_port_range  # noqa: E402
 
@@ -72,6 +73,7 @@ class Row:
     detail: dict = field(default_factory=dict)
     figures: str = ""  # what the ratio divides, as the report shows it
     ceiling: float | None = None  # the cheapest front end of its kind, same run and reference
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)  # side -> part -> ms/request
 
     def met(self) -> bool | None:
         if self.value is None:
@@ -94,29 +96,48 @@ def load_average() -> float:
 
 
 def interleaved(
-    targets: dict[str, Target], concurrency: int, seconds: float, rounds: int
+    targets: dict[str, Target],
+    concurrency: int,
+    seconds: float,
+    rounds: int,
+    stack_pid: int | None = None,
 ) -> dict[str, dict]:
-    """Each target in turn, `rounds` times; requests/s over all rounds, p50/p99 of the last."""
+    """Each target in turn, `rounds` times; requests/s over all rounds, p50/p99 of the last,
+    and (with `stack_pid`, serve's) the stack's CPU ms per request by part over all rounds."""
     totals = {name: [0, 0.0, 0] for name in targets}
+    cpu = {name: dict.fromkeys(PARTS, 0.0) for name in targets}
     last: dict[str, wrk_load.Load] = {}
     for target in targets.values():  # warm-up: connections and caches
         wrk_load.post(target.url, target.body, target.content_type, concurrency, 2)
     for _ in range(rounds):
         for name, target in targets.items():
+            before = cpu_by_part(stack_pid) if stack_pid else {}
             load = wrk_load.post(target.url, target.body, target.content_type, concurrency, seconds)
+            after = cpu_by_part(stack_pid) if stack_pid else {}
+            for part in cpu[name] if stack_pid else ():
+                cpu[name][part] += after.get(part, 0.0) - before.get(part, 0.0)
             totals[name][0] += load.requests
             totals[name][1] += load.seconds
             totals[name][2] += load.errors
             last[name] = load
-    return {
-        name: {
+    measured: dict[str, dict] = {}
+    for name, (requests, elapsed, errors) in totals.items():
+        measured[name] = {
             "rps": round(requests / elapsed, 1),
             "errors": errors,
             "p50_ms": last[name].p50_ms,
             "p99_ms": last[name].p99_ms,
         }
-        for name, (requests, elapsed, errors) in totals.items()
-    }
+        if stack_pid and requests:
+            measured[name]["stack_cpu_ms_per_request"] = {
+                part: round(1000 * used / requests, 4) for part, used in cpu[name].items()
+            }
+    return measured
+
+
+def stack_cpu(measured: dict[str, dict], *sides: str) -> dict[str, dict[str, float]]:
+    """{side: {part: CPU ms per request}} of the sides measured on the stack."""
+    return {side: measured[side]["stack_cpu_ms_per_request"] for side in sides}
 
 
 def rates(measured: dict[str, dict], side: str, direct: str = "direct") -> str:
@@ -171,6 +192,7 @@ def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             16,
             args.seconds,
             args.rounds,
+            stack_pid=server.proc.pid,
         )
         load = load_average()
     return [
@@ -183,6 +205,7 @@ def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             detail=measured,
             figures=rates(measured, "json"),
             ceiling=ratio(measured, "plain_proxy"),
+            cpu=stack_cpu(measured, "json", "direct"),
         ),
         Row(
             "csv_fast",
@@ -193,6 +216,7 @@ def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             detail=measured,
             figures=rates(measured, "csv"),
             ceiling=ratio(measured, "plain_proxy"),
+            cpu=stack_cpu(measured, "csv", "direct"),
         ),
     ]
 
@@ -212,7 +236,9 @@ def pass_through_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             "minimal": Target(minimal, JSON_BODY),
         }
         for concurrency, key, goal in ((16, "pass_through", 0.85), (1, "pass_through_c1", 0.75)):
-            measured = interleaved(targets, concurrency, args.seconds, args.rounds)
+            measured = interleaved(
+                targets, concurrency, args.seconds, args.rounds, stack_pid=server.proc.pid
+            )
             label = "Pass-through inference.py / direct" + (
                 ", concurrency 1" if concurrency == 1 else ""
             )
@@ -226,6 +252,7 @@ def pass_through_rows(work: Path, args: argparse.Namespace) -> list[Row]:
                     detail=measured,
                     figures=rates(measured, "handler"),
                     ceiling=ratio(measured, "minimal"),
+                    cpu=stack_cpu(measured, "handler", "direct"),
                 )
             )
     return rows
@@ -257,6 +284,7 @@ def jpeg_row(work: Path, args: argparse.Namespace) -> Row:
             16,
             args.seconds,
             args.rounds,
+            stack_pid=server.proc.pid,
         )
         load = load_average()
     return Row(
@@ -268,6 +296,7 @@ def jpeg_row(work: Path, args: argparse.Namespace) -> Row:
         detail=measured,
         figures=rates(measured, "inference_py"),
         ceiling=ratio(measured, "minimal"),
+        cpu=stack_cpu(measured, "inference_py", "direct"),
     )
 
 
@@ -381,8 +410,29 @@ def write_markdown(rows: list[Row], path: Path, args: argparse.Namespace) -> Non
             f"| {row.label} | {value} | {row.goal} | {met} | {row.figures} | {row.load} "
             f"| {ceiling} |"
         )
-    lines += ["", CEILINGS, "", "![ratios](report.png)", ""]
+    lines += ["", CEILINGS, "", *cpu_table(rows), "![ratios](report.png)", ""]
     path.write_text("\n".join(lines))
+
+
+def cpu_table(rows: list[Row]) -> list[str]:
+    """Where the time goes: the stack's CPU ms per request by part, on our side of each HTTP
+    row and with the model server reached directly, from the same rounds."""
+    lines = [
+        "CPU ms per request of the stack's processes (/proc, over all rounds): ours, and the "
+        "model server reached directly.",
+        "",
+        "| Path | nginx | Python service | Model server | Model server direct |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if not row.cpu:
+            continue
+        ours, direct = row.cpu.values()  # stack_cpu(measured, ours, "direct")
+        lines.append(
+            f"| {row.label} | {ours['nginx']:.3f} | {ours['python_service']:.3f} "
+            f"| {ours['model_server']:.3f} | {direct['model_server']:.3f} |"
+        )
+    return [*lines, ""]
 
 
 CEILINGS = """\
