@@ -82,7 +82,7 @@ def status_of(reply: bytes) -> tuple[int, bytes, bytes]:
     return int(head.split(b" ", 2)[1]), head, body
 
 
-@pytest.fixture(scope="module", params=["gthread", "sync"])
+@pytest.fixture(scope="module", params=["uvicorn", "sync"])
 def service(request, tmp_path_factory) -> Iterator[Service]:
     root = tmp_path_factory.mktemp("service_process")
     (root / "model").mkdir()  # no code/: the built-in formats service
@@ -132,6 +132,14 @@ def test_what_gunicorn_itself_refuses_is_json(service, request_bytes):
     assert b"content-type: application/json" in head.lower()
     assert orjson.loads(body)["error"]
     assert b"<html" not in body.lower()
+
+
+def test_requests_leave_no_access_lines_nginx_writes_those(service):
+    marker = "/ping?no-access-line"
+    assert service.get(marker)[0] == 200
+    assert service.get("/ping", "Connection: close\r\n")[0] == 200  # after the first
+    assert marker not in service.log()
+    assert "uvicorn.access" not in service.log()
 
 
 def test_without_the_runs_secret_every_request_is_403(service):

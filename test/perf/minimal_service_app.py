@@ -2,42 +2,40 @@
 
 One route, POST /invocations: the body (or, with MINIMAL_WRAP_B64=1, {"instances": [{"b64": ...}]}
 around it, as the classic JPEG inference.py sends) goes to the model server's REST predict URL
-on a kept-alive http.client connection per thread, and its answer comes back unchanged. No
-formats, user code, metrics, logging or error handling: reference_frontends.py runs it under
-gunicorn with the service's own worker class, workers and threads.
+on a kept-alive connection from the event loop (the service's own async_http11 pool), and its
+answer comes back unchanged. No formats, user code, metrics, logging or error handling:
+reference_frontends.py runs it under gunicorn with the Python service's worker class and
+workers.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import os
-import threading
+import time
 
-import falcon
+import falcon.asgi
+
+from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
 
 PORT = int(os.environ["MINIMAL_MODEL_SERVER_PORT"])
 PATH = os.environ["MINIMAL_PREDICT_PATH"]
 WRAP_B64 = os.environ.get("MINIMAL_WRAP_B64") == "1"
 HEADERS = {"Content-Type": "application/json"}
-_local = threading.local()
+pool = AsyncConnectionPool("127.0.0.1", PORT)
 
 
 class Forward:
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = req.bounded_stream.read()
+    async def on_post(self, req: falcon.asgi.Request, resp: falcon.asgi.Response) -> None:
+        body = await req.stream.read()
         if WRAP_B64:
             body = json.dumps({"instances": [{"b64": base64.b64encode(body).decode()}]}).encode()
-        conn = getattr(_local, "conn", None)
-        if conn is None:
-            conn = _local.conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
-        conn.request("POST", PATH, body, HEADERS)
-        answer = conn.getresponse()
-        resp.data = answer.read()
+        answer = await pool.exchange("POST", PATH, body, HEADERS, time.monotonic() + 60)
+        resp.data = answer.body
         resp.status = answer.status
         resp.content_type = "application/json"
 
 
-app = falcon.App()
+app = falcon.asgi.App()
 app.add_route("/invocations", Forward())

@@ -4,7 +4,7 @@
   server's REST predict URL with upstream keep-alive and nothing else: no njs, no logs, no header
   rules. No nginx front door can answer faster on the same machine.
 - minimal_service: minimal_service_app.py (gunicorn + falcon forwarding the body to the model
-  server) under gunicorn with the Python service's worker class, workers and threads, reached
+  server) under gunicorn with the Python service's worker class and workers, reached
   directly (no nginx in front, so one hop fewer than the real stack). No gunicorn + falcon
   service that makes the same hop can answer faster.
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from process_utils.ports import free_port
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.nginx_config import find_nginx
-from sagemaker_serving.service.linger_worker import WORKER_CLASS
+from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
 
 HERE = Path(__file__).resolve().parent
 
@@ -137,7 +137,6 @@ def minimal_service(
         f"--chdir={HERE}",
         f"--bind=127.0.0.1:{port}",
         f"--workers={settings.gunicorn_workers}",
-        f"--threads={settings.gunicorn_threads}",
         f"--worker-class={WORKER_CLASS}",
         "--keep-alive=75",
         "--log-level=warning",

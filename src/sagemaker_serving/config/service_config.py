@@ -17,6 +17,9 @@ class ServiceConfig:
     grpc_ports: list[int]
     request_timeout_seconds: float
     python_paths: list[str] = field(default_factory=list)
+    # where handlers run (service/placement.py): SAGEMAKER_GUNICORN_WORKER_CLASS and _THREADS
+    worker_class: str = "uvicorn"
+    threads: int = 8
     # multi-model endpoints (multi_model.py)
     multi_model: bool = False
     model_root: str = ""

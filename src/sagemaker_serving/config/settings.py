@@ -42,7 +42,7 @@ DEFAULT_BODY_LIMIT_MB = 100
 BATCH_MAX_ENQUEUED_BATCHES = 100_000_000
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
-GUNICORN_WORKER_CLASSES = ("sync", "gthread", "gevent")
+GUNICORN_WORKER_CLASSES = ("uvicorn", "gthread", "sync", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
 BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 LOG_FORMATS = ("text", "json")
@@ -165,13 +165,14 @@ class Settings:
     gunicorn_workers: int = env("SAGEMAKER_GUNICORN_WORKERS", POSITIVE, PER_CPU)
     """gunicorn worker processes (Python service); the AWS container's default was 1"""
     gunicorn_threads: int = env("SAGEMAKER_GUNICORN_THREADS", POSITIVE, DEFAULT_GUNICORN_THREADS)
-    """threads per gunicorn worker (`gthread` only)"""
+    """handler threads per gunicorn worker: at most this many handler calls at once"""
     gunicorn_worker_class: str = env(
-        "SAGEMAKER_GUNICORN_WORKER_CLASS", choice(GUNICORN_WORKER_CLASSES), "gthread"
+        "SAGEMAKER_GUNICORN_WORKER_CLASS", choice(GUNICORN_WORKER_CLASSES), "uvicorn"
     )
-    """gunicorn worker class: sync, gthread (ours answers a kept-alive connection's next
-    request on the same thread when it comes within 2 ms), gevent (gevent must be installed;
-    the AWS container's default was gevent, which stalls on CPU-bound handlers)"""
+    """where handlers run; every worker is uvicorn's event loop: uvicorn (a handler moves from
+    the worker's threads to the loop once 16 calls in a row were quick, and back for good when
+    3 calls within 32 hold the loop over 2 ms), gthread (always on the threads), sync (one
+    handler call at a time per worker), gevent (as uvicorn; the AWS container's default)"""
     gunicorn_log_level: str = env(
         "SAGEMAKER_GUNICORN_LOGLEVEL", choice(GUNICORN_LOG_LEVELS), "info"
     )

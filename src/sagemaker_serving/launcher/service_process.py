@@ -1,9 +1,8 @@
-"""Prepare and describe the Python service process (gunicorn + falcon) for serve."""
+"""Prepare and describe the Python service process (gunicorn + falcon, ASGI) for serve."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import logging
 import os
 import shutil
@@ -14,7 +13,7 @@ from pathlib import Path
 from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
 from sagemaker_serving.config.service_config import ServiceConfig
-from sagemaker_serving.config.settings import Settings, SettingsError
+from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.front_metrics import bind_socket
 from sagemaker_serving.launcher.supervisor import Child
 from sagemaker_serving.launcher.universal_code import download_universal_code
@@ -63,10 +62,6 @@ def service_process(
     env: dict[str, str],
 ) -> ServiceProcess:
     """Install requirements, write the service config, and build the gunicorn child."""
-    if settings.gunicorn_worker_class == "gevent" and importlib.util.find_spec("gevent") is None:
-        raise SettingsError(
-            "SAGEMAKER_GUNICORN_WORKER_CLASS", "gevent is not installed (use gthread or sync)"
-        )
     code_dir = model_dir / "code"
     if settings.universal_bucket and settings.universal_prefix:
         code_dir = download_universal_code(
@@ -87,6 +82,8 @@ def service_process(
         # answer (504) a little before nginx gives up on the request
         request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
         python_paths=python_paths,
+        worker_class=settings.gunicorn_worker_class,
+        threads=settings.gunicorn_threads,
         multi_model=settings.multi_model,
         model_root=str(model_dir.resolve()),
         state_dir=str(mme_state_dir(run_dir)),
@@ -110,8 +107,6 @@ def service_process(
         str(config_path),
         f"--bind=unix:{socket_path}",
         f"--workers={workers}",
-        f"--threads={settings.gunicorn_threads}",
-        f"--worker-class={settings.gunicorn_worker_class}",
         f"--timeout={settings.gunicorn_timeout_seconds}",
         f"--log-level={settings.gunicorn_log_level}",
         f"--log-format={settings.log_format}",

@@ -1,17 +1,20 @@
 """The multi-model HTTP API on the Python service: /models, /models/<name>, .../invoke.
 
-Thin falcon resources over MultiModelManager; each model's handlers come from ModelCode.
+Thin falcon (ASGI) resources over MultiModelManager, whose calls wait on files, locks and the
+model server: they run on the worker's threads. Each model's handlers come from ModelCode.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import falcon
 import orjson
+from falcon.asgi import Request, Response
 
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.errors import MultiModelError
@@ -21,6 +24,7 @@ from sagemaker_serving.multimodel.manager import (
     MultiModelManager,
 )
 from sagemaker_serving.multimodel.registry import LoadedModel
+from sagemaker_serving.service.user_code import Handlers
 
 if TYPE_CHECKING:
     from sagemaker_serving.service.invocations import Invocations
@@ -31,13 +35,13 @@ PREFIX = "/models/"
 INVOKE_SUFFIX = "/invoke"
 
 
-def _error(resp: falcon.Response, status: int, message: str) -> None:
+def _error(resp: Response, status: int, message: str) -> None:
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = "application/json"
     resp.data = orjson.dumps({"error": message}) + b"\n"
 
 
-def _ok(resp: falcon.Response, doc: dict) -> None:
+def _ok(resp: Response, doc: dict) -> None:
     resp.content_type = "application/json"
     resp.data = orjson.dumps(doc) + b"\n"
 
@@ -53,10 +57,12 @@ class ModelsResource:
         self.manager = manager
         self.code = code
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    async def on_get(self, req: Request, resp: Response) -> None:
         try:
             limit = _limit(req.get_param("limit"))
-            models, next_token = self.manager.page(limit, req.get_param("next_page_token"))
+            models, next_token = await asyncio.to_thread(
+                self.manager.page, limit, req.get_param("next_page_token")
+            )
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
             return
@@ -65,10 +71,10 @@ class ModelsResource:
             doc["nextPageToken"] = next_token
         _ok(resp, doc)
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+    async def on_post(self, req: Request, resp: Response) -> None:
         try:
-            name, url = _load_request(req)
-            model = self.manager.load(name, url, prepare=self.code.install)
+            name, url = _load_request(req, await req.stream.read())
+            model = await asyncio.to_thread(self.manager.load, name, url, self.code.install)
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
             return
@@ -90,9 +96,10 @@ class ModelSink:
         self.code = code
         self.invocations = invocations
 
-    def __call__(self, req: falcon.Request, resp: falcon.Response, **_: str) -> None:
-        raw = req.env.get("RAW_URI") or req.env.get("REQUEST_URI") or req.path
-        path = urlsplit(raw).path
+    async def __call__(self, req: Request, resp: Response | None, **_: Any) -> None:
+        assert resp is not None  # None only for WebSocket, which the service does not take
+        raw = req.scope.get("raw_path") or req.path.encode()
+        path = urlsplit(raw.decode("latin-1")).path
         rest = path[len(PREFIX) :] if path.startswith(PREFIX) else ""
         invoke = rest.endswith(INVOKE_SUFFIX)
         name = unquote(rest[: -len(INVOKE_SUFFIX)] if invoke else rest)
@@ -100,13 +107,11 @@ class ModelSink:
             if not name:
                 raise MultiModelError("Not Found", 404)
             if invoke:
-                self._invoke(req, resp, name)
+                await self._invoke(req, resp, name)
             elif req.method in ("GET", "HEAD"):
-                _ok(resp, _description(self.manager.get(name)))
+                _ok(resp, _description(await asyncio.to_thread(self.manager.get, name)))
             elif req.method == "DELETE":
-                model = self.manager.get(name)
-                self.manager.unload(name)
-                self.code.forget(model)
+                await asyncio.to_thread(self._unload, name)
                 _ok(resp, {"success": f"Successfully unloaded model {name}."})
             else:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
@@ -114,17 +119,26 @@ class ModelSink:
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
 
-    def _invoke(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+    def _unload(self, name: str) -> None:
+        model = self.manager.get(name)
+        self.manager.unload(name)
+        self.code.forget(model)
+
+    async def _invoke(self, req: Request, resp: Response, name: str) -> None:
         if req.method != "POST":
             resp.set_header("Allow", "POST")
             raise MultiModelError("Method Not Allowed: use POST", 405)
+        model, handlers = await asyncio.to_thread(self._model_and_handlers, name)
+        await self.invocations.respond(req, resp, handlers, model.internal_name, label=name)
+
+    def _model_and_handlers(self, name: str) -> tuple[LoadedModel, Handlers]:
+        """The loaded model and its handlers (imported on first use)."""
         model = self.manager.get(name)
         try:
-            handlers = self.code.handlers(model)
+            return model, self.code.handlers(model)
         except Exception as exc:
             log.exception("importing the handlers of model %s failed", name)
             raise MultiModelError(f"Model {name}: {type(exc).__name__}: {exc}", 500) from None
-        self.invocations.respond(req, resp, handlers, model.internal_name, label=name)
 
 
 def _limit(text: str | None) -> int:
@@ -135,9 +149,8 @@ def _limit(text: str | None) -> int:
     return int(text)
 
 
-def _load_request(req: falcon.Request) -> tuple[str, str]:
+def _load_request(req: Request, body: bytes) -> tuple[str, str]:
     """model_name and url from the JSON body (documented) or the query string (MMS style)."""
-    body = req.bounded_stream.read()
     doc: object = {}
     if body.strip():
         try:

@@ -1,4 +1,5 @@
-"""The Python service (falcon on gunicorn, behind nginx): its routes and error handling.
+"""The Python service (falcon's ASGI app on gunicorn's uvicorn workers, behind nginx): its
+routes and error handling.
 
 /invocations: input_handler -> model server -> output_handler (or handler, or the built-in
 formats; invocations.py); /ping: 200 once the handlers imported; /metrics: Prometheus text;
@@ -7,26 +8,29 @@ formats; invocations.py); /ping: 200 once the handlers imported; /metrics: Prome
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import falcon
+import falcon.asgi
 import orjson
+from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.service.invocations import Invocations, json_error
 from sagemaker_serving.service.metrics import ServiceMetrics
+from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.user_code import Handlers, load_handlers
 
 log = logging.getLogger("sagemaker_serving.service")
 
 
 class Ping:
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    async def on_get(self, req: Request, resp: Response) -> None:
         resp.status = falcon.HTTP_200
         resp.content_type = "application/json"
         resp.data = b""
@@ -35,12 +39,13 @@ class Ping:
 
 
 class Metrics:
-    def __init__(self, metrics: ServiceMetrics) -> None:
+    def __init__(self, metrics: ServiceMetrics, placement: Placement) -> None:
         self.metrics = metrics
+        self.placement = placement
 
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+    async def on_get(self, req: Request, resp: Response) -> None:
         resp.content_type = "text/plain; version=0.0.4; charset=utf-8"
-        resp.data = self.metrics.render()
+        resp.data = await self.placement.thread(self.metrics.render)  # reads every worker's file
 
     on_head = on_get
 
@@ -57,14 +62,14 @@ def allowed_methods(resource: object) -> list[str]:
 class NoOptions:
     """Middleware: OPTIONS is 405 (JSON, `Allow`: what the route answers), not falcon's 200."""
 
-    def process_resource(
-        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
+    async def process_resource(
+        self, req: Request, resp: Response, resource: object, params: dict
     ) -> None:
         if req.method == "OPTIONS":
             raise falcon.HTTPMethodNotAllowed(allowed_methods(resource))
 
 
-def _http_error(req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict) -> None:
+async def _http_error(req: Request, resp: Response, ex: Exception, params: dict) -> None:
     """falcon's own errors (404, 405, bad headers...) as our JSON body, with their headers."""
     assert isinstance(ex, falcon.HTTPError)
     json_error(
@@ -76,14 +81,14 @@ def _http_error(req: falcon.Request, resp: falcon.Response, ex: Exception, param
         resp.set_header(name, value)
 
 
-def _unexpected(req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict) -> None:
+async def _unexpected(req: Request, resp: Response, ex: Exception, params: dict) -> None:
     """Any other exception: a JSON 500 (the stack trace goes to the log, not the client)."""
     request_id = req.get_header("X-Request-Id") or ""
     log.error("unhandled error (request %s)", request_id, exc_info=ex)
     json_error(resp, 500, f"Internal Server Error: {type(ex).__name__}: {ex}", request_id)
 
 
-def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> falcon.App:
+def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> falcon.asgi.App:
     """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
     this process's ServiceMetrics (one per process: two would overwrite each other's values
     in the multiprocess files)."""
@@ -94,12 +99,12 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     )
     log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = metrics or ServiceMetrics()
-    app = falcon.App(middleware=[NoOptions()])
-    app.req_options.auto_parse_form_urlencoded = False
-    invocations = Invocations(config, handlers, metrics)
+    placement = Placement(config.worker_class, config.threads)
+    app = falcon.asgi.App(middleware=[NoOptions()])
+    invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)
     app.add_route("/ping", Ping())
-    app.add_route("/metrics", Metrics(metrics))
+    app.add_route("/metrics", Metrics(metrics, placement))
     if config.multi_model:
         _add_multi_model_routes(app, config, invocations)
     app.add_error_handler(Exception, _unexpected)
@@ -107,32 +112,56 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     return app
 
 
-_TOKEN_ENVIRON = "HTTP_" + TOKEN_HEADER.upper().replace("-", "_")
+_TOKEN_NAME = TOKEN_HEADER.lower().encode("latin-1")
 _FORBIDDEN = orjson.dumps({"error": "Forbidden: only the container's nginx may call the service"})
+_FORBIDDEN_HEAD = [
+    (b"content-type", b"application/json"),
+    (b"content-length", b"%d" % (len(_FORBIDDEN) + 1)),
+]
+_FAILED = orjson.dumps({"error": "Internal Server Error"}) + b"\n"
+_FAILED_HEAD = [
+    (b"content-type", b"application/json"),
+    (b"content-length", b"%d" % len(_FAILED)),
+    (b"connection", b"close"),
+]
+
+Asgi = Any  # an ASGI application: async (scope, receive, send)
 
 
-def guarded(app: Callable, token: str) -> Callable:
-    """The WSGI app behind the per-run secret nginx adds to every request it proxies: a
+def guarded(app: Asgi, token: str) -> Asgi:
+    """The ASGI app behind the per-run secret nginx adds to every request it proxies: a
     request without it is a 403 (JSON); the header is removed before falcon, so neither
-    the handlers nor their Context ever see it."""
+    the handlers nor their Context ever see it. Whatever escapes the app before an answer
+    started is a JSON 500, never uvicorn's plain-text page."""
     expected = token.encode()
 
-    def wsgi(environ: dict, start_response: Callable) -> Any:
-        given = environ.pop(_TOKEN_ENVIRON, "").encode("latin-1", "replace")
+    async def asgi(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan (the worker sends none; falcon's test client does)
+            return await app(scope, receive, send)
+        given, headers = b"", []
+        for name, value in scope["headers"]:
+            if name == _TOKEN_NAME:
+                given = value
+            else:
+                headers.append((name, value))
         if not hmac.compare_digest(given, expected):
-            body = _FORBIDDEN + b"\n"
-            start_response(
-                "403 Forbidden",
-                [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
-            )
-            return [body]
-        return app(environ, start_response)
+            await send({"type": "http.response.start", "status": 403, "headers": _FORBIDDEN_HEAD})
+            await send({"type": "http.response.body", "body": _FORBIDDEN + b"\n"})
+            return
+        scope["headers"] = headers
+        try:
+            await app(scope, receive, send)
+        except Exception:
+            log.exception("unhandled error in the service")
+            with contextlib.suppress(RuntimeError):  # uvicorn's: the answer had started
+                await send({"type": "http.response.start", "status": 500, "headers": _FAILED_HEAD})
+                await send({"type": "http.response.body", "body": _FAILED})
 
-    return wsgi
+    return asgi
 
 
 def _add_multi_model_routes(
-    app: falcon.App, config: ServiceConfig, invocations: Invocations
+    app: falcon.asgi.App, config: ServiceConfig, invocations: Invocations
 ) -> None:
     from sagemaker_serving.multimodel.api import ModelSink, ModelsResource
     from sagemaker_serving.multimodel.code import ModelCode

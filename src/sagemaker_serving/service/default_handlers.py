@@ -29,6 +29,8 @@ from sagemaker_serving.tfs_client.client import ModelServerClient
 
 __all__ = ["BuiltinFormats", "default_input_handler", "default_output_handler"]
 
+LARGE_PAYLOAD = 64 * 1024  # bytes: a conversion of more runs on a thread (placement.py)
+
 
 class BuiltinFormats:
     """Request decoding and answer encoding for one service process."""
@@ -47,6 +49,11 @@ class BuiltinFormats:
             yield
         finally:
             _ACTIVE.reset(token)
+
+    def may_wait(self, context: Context, size: int) -> bool:
+        """Whether `request` may take a while: a large payload, or a binary one, which needs
+        the model's signature from the model server."""
+        return size > LARGE_PAYLOAD or media_type(context.request_content_type) in BINARY_TYPES
 
     def request(self, data: Any, context: Context, tensors: bool) -> ModelRequest | TensorRequest:
         """The client's payload as a TF Serving REST request, or (`tensors`) as Predict

@@ -1,8 +1,10 @@
 """POST /invocations (and multi-model invoke): one request through the user's handlers or the
-built-in formats, to the model server and back, within its deadline."""
+built-in formats, to the model server and back, within its deadline. The hop to the model
+server is made from the event loop; handlers run where placement.py puts them."""
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 import uuid
@@ -11,15 +13,17 @@ from typing import Any
 
 import falcon
 import orjson
+from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
-from sagemaker_serving.service.default_handlers import BuiltinFormats
+from sagemaker_serving.service.default_handlers import LARGE_PAYLOAD, BuiltinFormats
 from sagemaker_serving.service.handler_api import Context, HandlerError
 from sagemaker_serving.service.metrics import ServiceMetrics
+from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.routing import Route, parse_route
 from sagemaker_serving.service.user_code import Handlers
 from sagemaker_serving.tfs_client import wire as tfs_wire
@@ -28,7 +32,7 @@ from sagemaker_serving.tfs_client.client import ModelServerClient
 log = logging.getLogger("sagemaker_serving.service")
 
 
-def json_error(resp: falcon.Response, status: int, message: str, request_id: str) -> None:
+def json_error(resp: Response, status: int, message: str, request_id: str) -> None:
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = "application/json"
     resp.data = orjson.dumps({"error": message, "request_id": request_id}) + b"\n"
@@ -60,14 +64,21 @@ def _as_body(value: Any) -> bytes:
 class Invocations:
     """POST /invocations: one request through the handlers, within its deadline."""
 
-    def __init__(self, config: ServiceConfig, handlers: Handlers, metrics: ServiceMetrics) -> None:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        handlers: Handlers,
+        metrics: ServiceMetrics,
+        placement: Placement | None = None,
+    ) -> None:
         self.config = config
         self.handlers = handlers
         self.metrics = metrics
+        self.placement = placement or Placement(config.worker_class, config.threads)
         self.client = ModelServerClient(config.rest_ports, config.grpc_ports)
         self.formats = BuiltinFormats(self.client, metrics)
 
-    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+    async def on_post(self, req: Request, resp: Response) -> None:
         if self.config.multi_model:
             json_error(
                 resp,
@@ -76,12 +87,12 @@ class Invocations:
                 req.get_header("X-Request-Id") or "",
             )
             return
-        self.respond(req, resp, self.handlers)
+        await self.respond(req, resp, self.handlers)
 
-    def respond(
+    async def respond(
         self,
-        req: falcon.Request,
-        resp: falcon.Response,
+        req: Request,
+        resp: Response,
         handlers: Handlers,
         model_name: str | None = None,
         label: str | None = None,
@@ -103,9 +114,10 @@ class Invocations:
                 route = replace(route, model=model_name, model_given=model_name)
             model = label or route.model
             context = self._context(req, route, request_id, deadline)
-            # The handler runs on this gunicorn thread. One that overruns the deadline is
-            # answered 504 (JSON) by nginx at its proxy timeout; the worker is never killed.
-            body, content_type = self._run(req.bounded_stream, context, handlers)
+            data = io.BytesIO(await req.stream.read())
+            # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
+            # proxy timeout; its thread (or the event loop) is never interrupted.
+            body, content_type = await self._run(data, context, handlers)
             if time.monotonic() > deadline + 0.5:
                 raise StatusError(
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
@@ -127,7 +139,7 @@ class Invocations:
             self.metrics.request("/invocations", status, model, time.monotonic() - started)
             REQUEST_ID.reset(request_token)
 
-    def _context(self, req: falcon.Request, route: Route, request_id: str, deadline: float):
+    def _context(self, req: Request, route: Route, request_id: str, deadline: float):
         index = self.client.pick()
         return Context(
             model_name=route.model_given,
@@ -146,35 +158,40 @@ class Invocations:
             default_model_name=self.config.default_model,
         )
 
-    # ----- runs on a handler thread -----------------------------------------------------------
-    def _run(self, data: Any, context: Context, handlers: Handlers) -> tuple[bytes, str]:
+    async def _run(self, data: io.BytesIO, context: Context, handlers: Handlers):
         with self.formats.active():  # handlers may call default_input/output_handler
             if handlers.handler is not None:
-                with self.metrics.stage("handler"):
-                    result = handlers.handler(data, context)
+                with self.metrics.stage("handler"):  # it calls the model server: a thread
+                    result = await self.placement.thread(handlers.handler, data, context)
                 return self._result(result, context)
-            return self._handlers(data, context, handlers)
+            return await self._handlers(data, context, handlers)
 
-    def _handlers(self, data: Any, context: Context, handlers: Handlers) -> tuple[bytes, str]:
+    async def _handlers(
+        self, data: io.BytesIO, context: Context, handlers: Handlers
+    ) -> tuple[bytes, str]:
+        place = self.placement
         with self.metrics.stage("input_handler"):
             if handlers.input_handler is not None:
-                request: Any = handlers.input_handler(data, context)
+                request: Any = await place.handler(handlers.input_handler, data, context)
             else:
-                request = self.formats.request(data, context, tensors=True)
+                waits = self.formats.may_wait(context, len(data.getbuffer()))
+                request = await place.ours(waits, self.formats.request, data, context, True)
         with self.metrics.stage("model_server"):
             if isinstance(request, TensorRequest):
-                outputs = self._tensor_predict(request, context)
+                outputs = await place.thread(self._tensor_predict, request, context)
             else:
                 body = request.body if isinstance(request, ModelRequest) else request
-                response = self.client.rest.request(
+                response = await self.client.rest.arequest(
                     "POST", context.rest_uri, body, context.deadline
                 )
         with self.metrics.stage("output_handler"):
             if isinstance(request, TensorRequest):
-                return self.formats.tensor_answer(outputs, context)
+                return await place.thread(self.formats.tensor_answer, outputs, context)
             if handlers.output_handler is not None:
-                return self._result(handlers.output_handler(response, context), context)
-            return self.formats.answer(response, context)
+                result = await place.handler(handlers.output_handler, response, context)
+                return self._result(result, context)
+            large = len(response.content) > LARGE_PAYLOAD
+            return await place.ours(large, self.formats.answer, response, context)
 
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""

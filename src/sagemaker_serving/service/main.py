@@ -2,21 +2,20 @@
 
 python -m sagemaker_serving.service.main CONFIG.json --bind unix:SOCKET --token-fd FD
     [--front-metrics-fd FD] [gunicorn options]
+
+gunicorn supervises the workers; each worker is uvicorn's event loop (event_loop_worker.py)
+running the service's ASGI app.
 """
 
 from __future__ import annotations
 
 import argparse
-import email.utils
-import functools
 import os
 import socket
 import stat
-import time
 from pathlib import Path
 
-import orjson
-from gunicorn import glogging, util
+from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
 from sagemaker_serving.config import log_setup
@@ -24,24 +23,14 @@ from sagemaker_serving.config.access import read_token
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import LOG_FORMATS
 from sagemaker_serving.frontdoor.front_metrics import FrontMetricsReceiver
-from sagemaker_serving.service import linger_worker
 from sagemaker_serving.service.app import create_app, guarded
+from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
 from sagemaker_serving.service.metrics import ServiceMetrics
-
-# gunicorn accepts whatever nginx in front passes on: with nginx's default header buffers
-# (4 x 8 KB) a request line of up to 8190 bytes, header lines of up to 8 KB, and at most
-# about 8,000 of them in 32 KB. Still bounded: a worker buffers a request's head before the
-# run's secret is checked.
-REQUEST_LIMITS = {
-    "limit_request_line": 8190,  # gunicorn's maximum
-    "limit_request_fields": 10000,
-    "limit_request_field_size": 16384,
-}
 
 
 class ServiceLogger(glogging.Logger):
     """gunicorn's own lines through our handlers (log_setup), and no access lines: nginx
-    writes those, and gunicorn would format one per request only to drop it."""
+    writes those."""
 
     def setup(self, cfg) -> None:
         super().setup(cfg)
@@ -51,34 +40,6 @@ class ServiceLogger(glogging.Logger):
 
     def access(self, resp, req, environ, request_time) -> None:
         return
-
-
-def write_json_error(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
-    """gunicorn.util.write_error with a JSON body instead of an HTML page: what gunicorn
-    itself answers (a request it cannot parse: 400, 414, 431, 501; a crash: 500)."""
-    body = orjson.dumps({"error": f"{reason}: {mesg}" if mesg else reason}) + b"\n"
-    head = (
-        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    util.write_nonblock(sock, head.encode("latin-1") + body)
-
-
-def http_date(timestamp: float | None = None) -> str:
-    """gunicorn's `util.http_date`, formatted once per second instead of once per answer."""
-    return _date_of_second(int(time.time() if timestamp is None else timestamp))
-
-
-@functools.lru_cache(maxsize=2)
-def _date_of_second(second: int) -> str:
-    return email.utils.formatdate(second, usegmt=True)
-
-
-def json_errors() -> None:
-    """Every worker class answers its errors through Worker.handle_error, which calls
-    `util.write_error` by module attribute: replaced here, in the master, before any fork."""
-    util.write_error = write_json_error
-    util.http_date = http_date  # every answer's Date header; the same text all second long
 
 
 class ServiceApplication(BaseApplication):
@@ -106,7 +67,6 @@ def front_metrics_hook(fd: int | None, token: str):
     def post_worker_init(worker) -> None:
         if fd is None or worker.app.metrics is None:
             return
-        # made in the worker, after gevent (if used) has patched the socket module
         sock = socket.socket(fileno=fd)  # family and type from the descriptor
         FrontMetricsReceiver(sock, worker.app.metrics, token).start()
 
@@ -130,8 +90,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("config", type=Path)
     parser.add_argument("--bind", required=True)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--worker-class", default="gthread")
     parser.add_argument("--timeout", type=int, default=30)
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
@@ -141,15 +99,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     log_setup.configure(args.log_level, args.log_format)
     token = read_token(args.token_fd)
-    json_errors()
     options = {
         "bind": args.bind,
         "umask": args.umask,
         "workers": args.workers,
-        "threads": args.threads,
-        "worker_class": linger_worker.WORKER_CLASS
-        if args.worker_class == "gthread"
-        else args.worker_class,
+        "worker_class": WORKER_CLASS,
         "timeout": args.timeout,
         "graceful_timeout": 3,  # within serve's BACKEND_STOP_SECONDS (serve.py)
         "keepalive": 75,
@@ -160,7 +114,6 @@ def main(argv: list[str] | None = None) -> None:
         "control_socket_disable": True,
         "when_ready": when_ready,
         "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
-        **REQUEST_LIMITS,
     }
     ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
 

@@ -31,7 +31,17 @@ log = logging.getLogger(__name__)
 USER_DISTRIBUTIONS = ("requests", "boto3", "grpcio", "protobuf", "numpy")
 # The service runs in the user's process, so what it imports is there anyway; listed so the
 # set is deliberate (and the same in the images, where nothing else is installed).
-SERVICE_DISTRIBUTIONS = ("falcon", "gunicorn", "orjson", "prometheus-client", "psutil", "crc32c")
+SERVICE_DISTRIBUTIONS = (
+    "falcon",
+    "gunicorn",
+    "uvicorn",
+    "uvicorn-worker",
+    "httptools",
+    "orjson",
+    "prometheus-client",
+    "psutil",
+    "crc32c",
+)
 SERVICE_PACKAGE = "sagemaker_serving"  # HandlerError, Context, the default handlers
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")

@@ -63,7 +63,7 @@ class ConnectionPool:
     ) -> Answer:
         """One request and its whole answer. A kept-alive connection the server had closed
         meanwhile is retried once on a new one; anything else is Unreachable or PastDeadline."""
-        head = _request_head(method, path, self.host, self.port, body, headers)
+        head = request_head(method, path, self.host, self.port, body, headers)
         while True:
             conn = self._take(deadline)
             try:
@@ -115,7 +115,7 @@ def _remaining(deadline: float) -> float:
     return left
 
 
-def _request_head(
+def request_head(
     method: str, path: str, host: str, port: int, body: bytes | None, headers: dict[str, str]
 ) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
@@ -145,7 +145,7 @@ def _exchange(
         raise PastDeadline("reading the answer") from exc
     except (ConnectionError, ValueError) as exc:
         raise Unreachable(str(exc) or type(exc).__name__) from exc
-    keep = reusable and version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
+    keep = reusable and keeps_alive(version, fields)
     return Answer(status, reason, headers, answer_body), keep
 
 
@@ -153,11 +153,7 @@ def _status_line(reader: io.BufferedReader) -> tuple[int, str, str]:
     line = reader.readline(MAX_HEADER_LINE)
     if not line:
         raise ConnectionError("the model server closed the connection without an answer")
-    version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
-    code, _, reason = rest.partition(" ")
-    if not version.startswith("HTTP/") or not code.isdigit():
-        raise ValueError(f"not an HTTP answer: {line[:80]!r}")
-    return int(code), reason, version
+    return parse_status_line(line)
 
 
 def _headers(reader: io.BufferedReader) -> list[tuple[str, str]]:
@@ -168,23 +164,61 @@ def _headers(reader: io.BufferedReader) -> list[tuple[str, str]]:
             return headers
         if not line:
             raise ConnectionError("the model server closed the connection in the headers")
-        name, sep, value = line.decode("latin-1").partition(":")
-        if not sep:
-            raise ValueError(f"not a header line: {line[:80]!r}")
-        headers.append((name.strip(), value.strip()))
+        headers.append(parse_header_line(line))
     raise ValueError("too many header lines")
+
+
+# ----- shared with async_http11 --------------------------------------------------------------
+
+
+def parse_status_line(line: bytes) -> tuple[int, str, str]:
+    """(status, reason, version) of an answer's first line; ValueError if it is not HTTP."""
+    version, _, rest = line.decode("latin-1").rstrip("\r\n").partition(" ")
+    code, _, reason = rest.partition(" ")
+    if not version.startswith("HTTP/") or not code.isdigit():
+        raise ValueError(f"not an HTTP answer: {line[:80]!r}")
+    return int(code), reason, version
+
+
+def parse_header_line(line: bytes) -> tuple[str, str]:
+    name, sep, value = line.decode("latin-1").partition(":")
+    if not sep:
+        raise ValueError(f"not a header line: {line[:80]!r}")
+    return name.strip(), value.strip()
+
+
+def content_length(fields: dict[str, str]) -> int | None:
+    """The body's length from lower-cased header fields; None when none is given."""
+    length = fields.get("content-length")
+    if length is None:
+        return None
+    if not length.isdigit():
+        raise ValueError(f"bad Content-Length {length!r}")
+    return int(length)
+
+
+def is_chunked(fields: dict[str, str]) -> bool:
+    return "chunked" in fields.get("transfer-encoding", "").lower()
+
+
+def chunk_size(line: bytes) -> int:
+    """A chunk's size from its size line (extensions ignored); ValueError if not hex."""
+    return int(line.split(b";")[0].strip() or b"0", 16)
+
+
+def keeps_alive(version: str, fields: dict[str, str]) -> bool:
+    """Whether an answer leaves its connection open for another request."""
+    return version == "HTTP/1.1" and fields.get("connection", "").lower() != "close"
 
 
 def _body(conn: _Connection, fields: dict[str, str], deadline: float) -> tuple[bytes, bool]:
     reader = conn.reader
-    if "chunked" in fields.get("transfer-encoding", "").lower():
+    if is_chunked(fields):
         return _chunked(conn, deadline), True
-    length = fields.get("content-length")
+    length = content_length(fields)
     if length is not None:
-        if not length.isdigit():
-            raise ValueError(f"bad Content-Length {length!r}")
-        data = reader.read(int(length))
-        if len(data) != int(length):
+        data = reader.read(length)
+        if len(data) != length:
             raise ConnectionError("the model server closed the connection in the body")
         return data, True
     parts = []  # no length: the body ends when the server closes
@@ -200,7 +234,7 @@ def _chunked(conn: _Connection, deadline: float) -> bytes:
         size_line = reader.readline(MAX_HEADER_LINE)
         if not size_line:
             raise ConnectionError("the model server closed the connection in a chunk")
-        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        size = chunk_size(size_line)
         if size == 0:
             _headers(reader)  # trailers, then the blank line
             return b"".join(parts)

@@ -10,10 +10,12 @@ its error answers where the caller asks for them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +24,7 @@ from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
 from sagemaker_serving.tfs_client import health
+from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
 from sagemaker_serving.tfs_client.errors import (
     ModelServerError,
     ModelServerTimeout,
@@ -44,6 +47,7 @@ class RestClient:
         self.ports = list(ports)
         self.pool_size = pool_size
         self._pools: dict[int, ConnectionPool] = {}
+        self._async_pools: dict[int, AsyncConnectionPool] = {}  # used by one loop thread
         self._lock = threading.Lock()
         self._metadata: dict[tuple[str, str | None], dict] = {}
         for port in self.ports:
@@ -58,21 +62,26 @@ class RestClient:
     ) -> requests.Response:
         """Send to a model server URI (its port picks the pool) and read the whole answer;
         503/504 ModelServerErrors when the model server is down or too slow."""
-        if isinstance(body, str):
-            body = body.encode()
-        if deadline <= time.monotonic():
-            raise ModelServerTimeout(_BEFORE_DEADLINE)
-        split = urlsplit(uri)
-        path = f"{split.path}?{split.query}" if split.query else split.path
-        pool = self._pool(split.port or 80)
-        headers = JSON_HEADERS if body is not None else {}
-        try:
-            answer = pool.exchange(method, path, body, headers, deadline)
-        except PastDeadline as exc:
-            raise ModelServerTimeout(_PAST_DEADLINE) from exc
-        except Unreachable as exc:
-            raise ModelServerUnavailable(f"The model server is unavailable: {exc}") from exc
-        return response(answer, _sent(method, uri, headers, body))
+        call = _Call.of(method, uri, body, deadline)
+        with _model_server_errors():
+            answer = self._pool(call.port).exchange(
+                method, call.path, call.body, call.headers, deadline
+            )
+        return response(answer, call.sent())
+
+    async def arequest(
+        self, method: str, uri: str, body: bytes | str | None, deadline: float
+    ) -> requests.Response:
+        """`request` from an event loop (async_http11): the same answer and errors."""
+        call = _Call.of(method, uri, body, deadline)
+        pool = self._async_pools.get(call.port)
+        if pool is None:
+            pool = self._async_pools[call.port] = AsyncConnectionPool(
+                HOST, call.port, self.pool_size
+            )
+        with _model_server_errors():
+            answer = await pool.exchange(method, call.path, call.body, call.headers, deadline)
+        return response(answer, call.sent())
 
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
         """{version: state} of `model` on instance `index`; {} when it is unknown there."""
@@ -117,6 +126,9 @@ class RestClient:
             pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
             pool.close()
+        async_pools, self._async_pools = list(self._async_pools.values()), {}
+        for async_pool in async_pools:
+            async_pool.close()
 
     def _pool(self, port: int) -> ConnectionPool:
         pool = self._pools.get(port)
@@ -142,14 +154,45 @@ class _Body:
         self._data = b""
 
 
-def _sent(
-    method: str, uri: str, headers: dict[str, str], body: bytes | None
-) -> requests.PreparedRequest:
-    """What was sent, as the answer's `request` (set field by field: no `prepare()` work)."""
-    request = requests.PreparedRequest()
-    request.method, request.url, request.body = method, uri, body
-    request.headers = CaseInsensitiveDict(headers)
-    return request
+@dataclass(frozen=True)
+class _Call:
+    """One request to a model server URI, checked and split for a connection pool."""
+
+    method: str
+    uri: str
+    port: int
+    path: str
+    body: bytes | None
+    headers: dict[str, str]
+
+    @classmethod
+    def of(cls, method: str, uri: str, body: bytes | str | None, deadline: float) -> _Call:
+        if isinstance(body, str):
+            body = body.encode()
+        if deadline <= time.monotonic():
+            raise ModelServerTimeout(_BEFORE_DEADLINE)
+        split = urlsplit(uri)
+        path = f"{split.path}?{split.query}" if split.query else split.path
+        headers = JSON_HEADERS if body is not None else {}
+        return cls(method, uri, split.port or 80, path, body, headers)
+
+    def sent(self) -> requests.PreparedRequest:
+        """What was sent, as the answer's `request` (set field by field: no `prepare()`)."""
+        request = requests.PreparedRequest()
+        request.method, request.url, request.body = self.method, self.uri, self.body
+        request.headers = CaseInsensitiveDict(self.headers)
+        return request
+
+
+@contextlib.contextmanager
+def _model_server_errors() -> Iterator[None]:
+    """A pool's Unreachable and PastDeadline as the service's 503 and 504."""
+    try:
+        yield
+    except PastDeadline as exc:
+        raise ModelServerTimeout(_PAST_DEADLINE) from exc
+    except Unreachable as exc:
+        raise ModelServerUnavailable(f"The model server is unavailable: {exc}") from exc
 
 
 def response(answer: Answer, request: requests.PreparedRequest) -> requests.Response:

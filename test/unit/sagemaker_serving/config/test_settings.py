@@ -39,7 +39,7 @@ def test_defaults():
         "tfs_version": None,
         "gunicorn_workers": 4,
         "gunicorn_threads": 8,
-        "gunicorn_worker_class": "gthread",
+        "gunicorn_worker_class": "uvicorn",
         "gunicorn_log_level": "info",
         "gunicorn_timeout_seconds": 30,
         "log_format": "text",

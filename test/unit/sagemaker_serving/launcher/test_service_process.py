@@ -12,8 +12,7 @@ import pytest
 
 from sagemaker_serving.config.access import read_token
 from sagemaker_serving.config.service_config import ServiceConfig
-from sagemaker_serving.config.settings import Settings, SettingsError
-from sagemaker_serving.launcher import service_process as sp
+from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import (
     ServiceProcess,
     fresh_mme_state_dir,
@@ -49,7 +48,6 @@ def service(tmp_path: Path):
 def test_without_user_code_it_takes_only_the_binary_formats(service: ServiceProcess):
     assert not service.handles_invocations
     assert option(service, "workers") == "2"  # at most 2 without user code
-    assert option(service, "worker-class") == "gthread"
     assert option(service, "bind") == f"unix:{service.socket_path}"
 
 
@@ -61,6 +59,7 @@ def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path
     assert config.model_root == str((tmp_path / "model").resolve())
     assert config.state_dir == str(mme_state_dir(tmp_path / "run"))
     assert config.memory_reserve_bytes == 256 << 20
+    assert (config.worker_class, config.threads) == ("uvicorn", 8)  # where handlers run
 
 
 def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess):
@@ -104,10 +103,16 @@ def test_user_code_gets_every_worker_and_its_paths(tmp_path: Path):
         service.cleanup()
 
 
-def test_gevent_must_be_installed(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr(sp.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(SettingsError, match=r"^SAGEMAKER_GUNICORN_WORKER_CLASS: gevent is not"):
-        prepared(tmp_path, SAGEMAKER_GUNICORN_WORKER_CLASS="gevent")
+@pytest.mark.parametrize("worker_class", ["gthread", "sync", "gevent"])
+def test_the_worker_class_and_threads_reach_the_service_config(tmp_path: Path, worker_class):
+    (tmp_path / "run").mkdir()
+    env = {"SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class, "SAGEMAKER_GUNICORN_THREADS": "3"}
+    service = prepared(tmp_path, **env)  # gevent needs no gevent: every worker is uvicorn's
+    try:
+        config = ServiceConfig.from_file(Path(service.child.argv[3]))
+        assert (config.worker_class, config.threads) == (worker_class, 3)
+    finally:
+        service.cleanup()
 
 
 def test_a_new_run_starts_with_no_multi_model_state(tmp_path: Path):

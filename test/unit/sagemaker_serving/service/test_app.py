@@ -60,7 +60,7 @@ def test_ping_and_metrics(client):
 
 
 def test_an_unexpected_exception_is_a_json_500(make_app, monkeypatch):
-    def explode(self, req, resp):
+    async def explode(self, req, resp):
         raise KeyError("boom")
 
     monkeypatch.setattr("sagemaker_serving.service.app.Ping.on_get", explode)
@@ -87,13 +87,25 @@ def test_a_load_url_over_255_characters_is_400_json(mme):
     assert "not a usable path" in reply.json["error"]
 
 
-def test_requests_without_the_runs_secret_are_403_and_handlers_never_see_it(tmp_path):
-    seen = {}
+async def _lifespan(receive, send) -> None:
+    """What an ASGI app answers to the lifespan events falcon's test client sends."""
+    while True:
+        event = (await receive())["type"]
+        if event in ("lifespan.startup", "lifespan.shutdown"):
+            await send({"type": event + ".complete"})
+        if event == "lifespan.shutdown":
+            return
 
-    def app(environ, start_response):
-        seen.update(environ)
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"ok"]
+
+def test_requests_without_the_runs_secret_are_403_and_handlers_never_see_it(tmp_path):
+    seen: list[list[tuple[bytes, bytes]]] = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await _lifespan(receive, send)
+        seen.append(list(scope["headers"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
 
     client = falcon.testing.TestClient(guarded(app, TOKEN))
     for headers in ({}, {TOKEN_HEADER: "wrong"}, {TOKEN_HEADER: TOKEN + "x"}, {TOKEN_HEADER: "é"}):
@@ -102,5 +114,21 @@ def test_requests_without_the_runs_secret_are_403_and_handlers_never_see_it(tmp_
     assert not seen
     reply = client.simulate_get("/ping", headers={TOKEN_HEADER: TOKEN, "X-Other": "1"})
     assert reply.status_code == 200
-    assert "HTTP_X_OTHER" in seen
-    assert not any("TOKEN" in key for key in seen)
+    names = [name for name, _ in seen[0]]
+    assert b"x-other" in names
+    assert TOKEN_HEADER.lower().encode() not in names and not any(
+        TOKEN.encode() in v for _, v in seen[0]
+    )
+
+
+def test_what_escapes_the_app_before_an_answer_is_a_json_500():
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await _lifespan(receive, send)
+        raise RuntimeError("escaped")
+
+    client = falcon.testing.TestClient(guarded(app, TOKEN))
+    reply = client.simulate_get("/ping", headers={TOKEN_HEADER: TOKEN})
+    assert reply.status_code == 500
+    assert reply.json == {"error": "Internal Server Error"}
+    assert reply.headers["Content-Type"] == "application/json"

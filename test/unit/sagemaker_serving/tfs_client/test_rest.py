@@ -3,6 +3,7 @@ server seldom does (slow, huge, cut-off answers; closed keep-alive connections).
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import json
 import socket
@@ -24,6 +25,18 @@ from sagemaker_serving.tfs_client.rest import RestClient
 BIG = b"7" * (32 << 20)
 
 
+@pytest.fixture(params=["request", "arequest"])
+def call(request) -> Iterator[Callable[..., requests.Response]]:
+    """`call(client, method, uri, body, deadline)`: RestClient.request, or its event-loop twin
+    arequest on one loop for the whole test (so kept-alive connections carry over)."""
+    if request.param == "request":
+        yield lambda client, *args: client.request(*args)
+        return
+    loop = asyncio.new_event_loop()
+    yield lambda client, *args: loop.run_until_complete(client.arequest(*args))
+    loop.close()
+
+
 def deadline(seconds: float = 10.0) -> float:
     return time.monotonic() + seconds
 
@@ -38,9 +51,9 @@ def rest(tfs_server) -> Iterator[RestClient]:
     client.close()
 
 
-def test_an_answer_is_a_requests_response(rest):
+def test_an_answer_is_a_requests_response(rest, call):
     uri = rest.uri(0, "/v1/models/half_plus_two:predict")
-    reply = rest.request("POST", uri, '{"instances": [1.0, 2.0, 5.0]}', deadline())
+    reply = call(rest, "POST", uri, '{"instances": [1.0, 2.0, 5.0]}', deadline())
     assert isinstance(reply, requests.Response)
     assert reply.status_code == 200 and reply.ok and reply.reason == "OK"
     assert reply.json() == {"predictions": [2.5, 3.0, 4.5]}
@@ -49,9 +62,9 @@ def test_an_answer_is_a_requests_response(rest):
     assert reply.url == uri and reply.request.method == "POST"
 
 
-def test_an_error_answer_keeps_tf_servings_status_and_text(rest):
+def test_an_error_answer_keeps_tf_servings_status_and_text(rest, call):
     uri = rest.uri(0, "/v1/models/half_plus_two:predict")
-    reply = rest.request("POST", uri, b'{"instances": ["x"]}', deadline())
+    reply = call(rest, "POST", uri, b'{"instances": ["x"]}', deadline())
     assert reply.status_code == 400
     assert "not of expected type" in reply.json()["error"]
 
@@ -212,44 +225,44 @@ def loopback() -> Iterator[Loopback]:
         yield server
 
 
-def test_requests_reuse_one_kept_alive_connection(loopback):
+def test_requests_reuse_one_kept_alive_connection(loopback, call):
     client = RestClient([loopback.port])
     for _ in range(20):
-        assert client.request("GET", client.uri(0, "/ok"), None, deadline()).json() == {"a": 1}
+        assert call(client, "GET", client.uri(0, "/ok"), None, deadline()).json() == {"a": 1}
     assert len(loopback.connections) == 1
 
 
-def test_a_connection_the_server_closed_is_replaced(loopback):
+def test_a_connection_the_server_closed_is_replaced(loopback, call):
     client = RestClient([loopback.port])
     for _ in range(5):
-        reply = client.request("POST", client.uri(0, "/closing"), b"{}", deadline())
+        reply = call(client, "POST", client.uri(0, "/closing"), b"{}", deadline())
         assert reply.status_code == 200
     assert len(loopback.connections) == 5
 
 
 @pytest.mark.parametrize("path", ["/big", "/big-chunked"])
-def test_a_32_mib_answer_is_read_whole_and_fast(loopback, path):
+def test_a_32_mib_answer_is_read_whole_and_fast(loopback, path, call):
     client = RestClient([loopback.port])
     started = time.monotonic()
-    reply = client.request("GET", client.uri(0, path), None, deadline(30))
+    reply = call(client, "GET", client.uri(0, path), None, deadline(30))
     elapsed = time.monotonic() - started
     assert reply.content == BIG
     assert elapsed < 0.6, f"{elapsed:.2f}s for 32 MiB"  # a buffer grown by += took 0.93 s
 
 
-def test_an_answer_past_the_deadline_is_504(loopback):
+def test_an_answer_past_the_deadline_is_504(loopback, call):
     client = RestClient([loopback.port])
     with pytest.raises(ModelServerTimeout) as info:
-        client.request("GET", client.uri(0, "/slow"), None, deadline(0.3))
+        call(client, "GET", client.uri(0, "/slow"), None, deadline(0.3))
     assert info.value.status == 504
     assert info.value.message == "The model server did not answer before the request deadline"
 
 
 @pytest.mark.parametrize("path", ["/hang-up", "/cut-short"])
-def test_a_connection_closed_before_the_whole_answer_is_503(loopback, path):
+def test_a_connection_closed_before_the_whole_answer_is_503(loopback, path, call):
     client = RestClient([loopback.port])
     with pytest.raises(ModelServerUnavailable) as info:
-        client.request("GET", client.uri(0, path), None, deadline())
+        call(client, "GET", client.uri(0, path), None, deadline())
     assert info.value.status == 503
 
 

@@ -1,0 +1,148 @@
+"""Where a request's Python work runs: on the worker's event loop, or on its threads.
+
+On the event loop a call costs nothing extra, but while it runs no other request of the worker
+moves; a thread lets other requests go on, for a hand-off of about 0.1 ms per call. So:
+
+- A user handler starts on the threads. After INLINE_AFTER calls in a row that each used
+  under QUICK_CPU_SECONDS of CPU and ended within SLOW_SECONDS, it runs on the event loop.
+  LOOP_STRIKES calls within LOOP_WINDOW that hold the loop longer than LOOP_HOLD_SECONDS send
+  it back to the threads for good. `handler(data, context)` calls the model server itself:
+  always threads.
+- Our own conversions run on the loop, or on a thread when the payload is large or they may
+  wait on the model server (built-in formats).
+
+`SAGEMAKER_GUNICORN_WORKER_CLASS` chooses: `uvicorn` (and `gevent`) as above; `gthread` every
+user handler on SAGEMAKER_GUNICORN_THREADS threads; `sync` one handler at a time per worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+INLINE_AFTER = 16
+QUICK_CPU_SECONDS = 0.001
+SLOW_SECONDS = 0.02  # wall time on a thread (waits for the GIL included) that rules a call out
+LOOP_HOLD_SECONDS = 0.002
+# a call on the loop can also look slow because the OS or another thread took the CPU from it:
+# a handler goes back to the threads only after this many slow calls within a window of calls
+LOOP_STRIKES, LOOP_WINDOW = 3, 32
+
+ADAPTIVE_MODES = ("uvicorn", "gevent")
+
+
+class _Record:
+    """What the calls of one handler so far say about where it runs."""
+
+    __slots__ = ("calls", "on_loop", "on_threads", "quick", "strikes")
+
+    def __init__(self) -> None:
+        self.on_loop = False
+        self.on_threads = False  # for good
+        self.quick = 0  # quick calls in a row, on the threads
+        self.calls = self.strikes = 0  # on the loop, in the current window
+
+
+class Placement:
+    """Runs calls on the event loop or on this worker's threads (module docstring)."""
+
+    def __init__(self, mode: str, threads: int) -> None:
+        self.adaptive = mode in ADAPTIVE_MODES
+        threads = 1 if mode == "sync" else threads
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="handler")
+        # weak: a multi-model endpoint's handlers go when their model is unloaded
+        self._records: weakref.WeakKeyDictionary[Callable, _Record] = weakref.WeakKeyDictionary()
+
+    def runs_on_loop(self, fn: Callable) -> bool:
+        record = self._record(fn)
+        return record is not None and record.on_loop
+
+    async def handler(self, fn: Callable, *args: Any) -> Any:
+        """A user handler, where its calls so far put it."""
+        record = self._record(fn) if self.adaptive else None
+        if record is not None and record.on_loop:
+            return self._on_loop_call(fn, record, args)
+        result, error, cpu, wall = await self._on_thread(_timed, fn, args)
+        if record is not None and not (record.on_threads or record.on_loop):
+            self._count(fn, record, cpu < QUICK_CPU_SECONDS and wall < SLOW_SECONDS)
+        if error is not None:
+            raise error
+        return result
+
+    async def thread(self, fn: Callable, *args: Any) -> Any:
+        """fn(*args) on a thread (with this task's context variables)."""
+        return await self._on_thread(fn, *args)
+
+    async def ours(self, wait: bool, fn: Callable, *args: Any) -> Any:
+        """One of our conversions: on a thread when it may `wait` (or is large), else here."""
+        if wait:
+            return await self._on_thread(fn, *args)
+        return fn(*args)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _record(self, fn: Callable) -> _Record | None:
+        """fn's record (made on first use); None for a callable that cannot be a weak key."""
+        try:
+            record = self._records.get(fn)
+            if record is None:
+                record = self._records[fn] = _Record()
+        except TypeError:
+            return None
+        return record
+
+    def _on_loop_call(self, fn: Callable, record: _Record, args: tuple) -> Any:
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            held = time.perf_counter() - started
+            record.calls += 1
+            if held > LOOP_HOLD_SECONDS:
+                record.strikes += 1
+                if record.strikes >= LOOP_STRIKES:
+                    record.on_loop, record.on_threads = False, True
+                    log.info(
+                        "%s runs on threads from now on: %d of %d calls held the event loop "
+                        "over %g ms (the last %.1f ms)",
+                        _name(fn),
+                        record.strikes,
+                        record.calls,
+                        LOOP_HOLD_SECONDS * 1000,
+                        held * 1000,
+                    )
+            if record.calls >= LOOP_WINDOW:
+                record.calls = record.strikes = 0
+
+    def _count(self, fn: Callable, record: _Record, quick: bool) -> None:
+        record.quick = record.quick + 1 if quick else 0
+        if record.quick >= INLINE_AFTER:
+            record.on_loop = True
+            log.info("%s runs on the event loop: %d quick calls in a row", _name(fn), record.quick)
+
+    async def _on_thread(self, fn: Callable, *args: Any) -> Any:
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.pool, context.run, fn, *args)
+
+
+def _timed(fn: Callable, args: tuple) -> tuple[Any, BaseException | None, float, float]:
+    """(result, error, CPU seconds, wall seconds) of fn(*args) on this thread."""
+    cpu, wall = time.thread_time(), time.perf_counter()
+    try:
+        result, error = fn(*args), None
+    except Exception as exc:
+        result, error = None, exc
+    return result, error, time.thread_time() - cpu, time.perf_counter() - wall
+
+
+def _name(fn: Callable) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
