@@ -1,7 +1,8 @@
 """The multi-model HTTP API on the Python service: /models, /models/<name>, .../invoke.
 
 Thin falcon (ASGI) resources over MultiModelManager, whose calls wait on files, locks and the
-model server: they run on the worker's threads. Each model's handlers come from ModelCode.
+model server: they run on threads (loads and unloads on the event loop's default ones, an
+invocation's lookup on the handlers' threads). Each model's handlers come from ModelCode.
 """
 
 from __future__ import annotations
@@ -128,7 +129,9 @@ class ModelSink:
         if req.method != "POST":
             resp.set_header("Allow", "POST")
             raise MultiModelError("Method Not Allowed: use POST", 405)
-        model, handlers = await asyncio.to_thread(self._model_and_handlers, name)
+        # on the handlers' threads: the loop's default ones may all be waiting on loads
+        place = self.invocations.placement
+        model, handlers = await place.thread(self._model_and_handlers, name)
         await self.invocations.respond(req, resp, handlers, model.internal_name, label=name)
 
     def _model_and_handlers(self, name: str) -> tuple[LoadedModel, Handlers]:
