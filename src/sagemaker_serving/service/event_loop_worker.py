@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import threading
+import time
 from typing import Any
 
 import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn_worker import UvicornWorker
+
+from sagemaker_serving.service.placement import handler_holds_loop
 
 WORKER_CLASS = f"{__name__}.EventLoopWorker"
 
@@ -49,7 +53,12 @@ class JsonErrorsProtocol(HttpToolsProtocol):
 
 
 class EventLoopWorker(UvicornWorker):
-    """uvicorn's gunicorn worker with the service's protocol and options."""
+    """uvicorn's gunicorn worker with the service's protocol and options.
+
+    uvicorn tells gunicorn the worker is alive from its event loop; while a user handler runs
+    on the loop (placement.py), a thread tells it instead, so a slow handler never gets its
+    worker killed (as on gunicorn's gthread worker), while a loop stuck anywhere else does.
+    """
 
     CONFIG_KWARGS: dict[str, Any] = {
         "loop": "asyncio",
@@ -72,3 +81,14 @@ class EventLoopWorker(UvicornWorker):
         access = logging.getLogger("uvicorn.access")
         access.handlers.clear()
         access.propagate = False
+
+    def run(self) -> None:
+        threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
+        super().run()
+
+    def _heartbeat(self) -> None:
+        pause = max(0.1, min(1.0, self.timeout / 4))
+        while self.alive:
+            time.sleep(pause)
+            if handler_holds_loop():
+                self.notify()

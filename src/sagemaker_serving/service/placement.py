@@ -5,9 +5,9 @@ moves; a thread lets other requests go on, for a hand-off of about 0.1 ms per ca
 
 - A user handler starts on the threads. After INLINE_AFTER calls in a row that each used
   under QUICK_CPU_SECONDS of CPU and ended within SLOW_SECONDS, it runs on the event loop.
-  LOOP_STRIKES calls within LOOP_WINDOW that hold the loop longer than LOOP_HOLD_SECONDS send
-  it back to the threads for good. `handler(data, context)` calls the model server itself:
-  always threads.
+  LOOP_STRIKES calls within LOOP_WINDOW that hold the loop longer than LOOP_HOLD_SECONDS, or
+  one that holds it longer than LOOP_STALL_SECONDS, send it back to the threads for good.
+  `handler(data, context)` calls the model server itself: always threads.
 - Our own conversions run on the loop, or on a thread when the payload is large or they may
   wait on the model server (built-in formats).
 
@@ -33,8 +33,19 @@ QUICK_CPU_SECONDS = 0.001
 SLOW_SECONDS = 0.02  # wall time on a thread (waits for the GIL included) that rules a call out
 LOOP_HOLD_SECONDS = 0.002
 # a call on the loop can also look slow because the OS or another thread took the CPU from it:
-# a handler goes back to the threads only after this many slow calls within a window of calls
+# a handler goes back to the threads only after this many slow calls within a window of calls,
+# or after one call that stalls the loop
 LOOP_STRIKES, LOOP_WINDOW = 3, 32
+LOOP_STALL_SECONDS = 0.1
+
+_loop_call_started: float | None = None  # time.perf_counter() when the running one began
+
+
+def handler_holds_loop() -> bool:
+    """Whether a user handler is running on this process's event loop right now (the worker
+    keeps gunicorn's heartbeat going meanwhile: a slow handler is not a stuck worker)."""
+    return _loop_call_started is not None
+
 
 ADAPTIVE_MODES = ("uvicorn", "gevent")
 
@@ -101,15 +112,17 @@ class Placement:
         return record
 
     def _on_loop_call(self, fn: Callable, record: _Record, args: tuple) -> Any:
-        started = time.perf_counter()
+        global _loop_call_started
+        started = _loop_call_started = time.perf_counter()
         try:
             return fn(*args)
         finally:
+            _loop_call_started = None
             held = time.perf_counter() - started
             record.calls += 1
             if held > LOOP_HOLD_SECONDS:
                 record.strikes += 1
-                if record.strikes >= LOOP_STRIKES:
+                if record.strikes >= LOOP_STRIKES or held > LOOP_STALL_SECONDS:
                     record.on_loop, record.on_threads = False, True
                     log.info(
                         "%s runs on threads from now on: %d of %d calls held the event loop "

@@ -26,6 +26,7 @@ def roomy(monkeypatch):
         "LOOP_HOLD_SECONDS": 0.1,
         "LOOP_STRIKES": 3,
         "LOOP_WINDOW": 8,
+        "LOOP_STALL_SECONDS": 0.25,
     }.items():
         monkeypatch.setattr(pl, name, value)
 
@@ -120,6 +121,31 @@ def test_a_handler_that_starts_holding_the_loop_goes_back_to_the_threads_for_goo
 
     assert asyncio.run(run()) == [True, True, False, False]
     placement.close()
+
+
+def test_one_call_that_stalls_the_loop_sends_the_handler_back_at_once():
+    seen: list[bool] = []
+
+    def handler(data, context):
+        seen.append(pl.handler_holds_loop())  # what the worker's heartbeat thread reads
+        time.sleep(float(data))
+        return data
+
+    placement = Placement("uvicorn", 2)
+
+    async def run() -> list[bool]:
+        where = []
+        for _ in range(pl.INLINE_AFTER + 1):
+            await placement.handler(handler, 0.0, None)
+        where.append(placement.runs_on_loop(handler))
+        await placement.handler(handler, pl.LOOP_STALL_SECONDS * 1.2, None)
+        where.append(placement.runs_on_loop(handler))
+        return where
+
+    assert asyncio.run(run()) == [True, False]
+    placement.close()
+    assert seen == [False] * pl.INLINE_AFTER + [True, True]
+    assert not pl.handler_holds_loop()
 
 
 def test_slow_calls_in_different_windows_do_not_add_up():
