@@ -439,9 +439,10 @@ CEILINGS = """\
 Ceiling: the same ratio for the cheapest front end of the row's kind, measured in the same \
 interleaved rounds (test/perf/reference_frontends.py). Fast path rows: nginx proxying the \
 request to the model server with nothing else (no njs, logs or header rules), so no nginx \
-front door can do better. inference.py rows: gunicorn + falcon (the service's worker class, \
-workers and threads) forwarding the body to the model server and returning its answer, with no \
-nginx in front and no formats, user code, metrics or error handling. JPEG jobs: the model's \
+front door can do better. inference.py rows: falcon's ASGI app on gunicorn (the service's \
+worker class and workers) forwarding the body to the model server from the event loop and \
+returning its answer, with no nginx in front and no formats, user code, metrics or error \
+handling. JPEG jobs: the model's \
 own serving signature (in-graph JPEG decode + forward pass) in process."""
 
 
