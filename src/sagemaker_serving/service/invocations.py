@@ -158,7 +158,9 @@ class Invocations:
             default_model_name=self.config.default_model,
         )
 
-    async def _run(self, data: io.BytesIO, context: Context, handlers: Handlers):
+    async def _run(
+        self, data: io.BytesIO, context: Context, handlers: Handlers
+    ) -> tuple[bytes, str]:
         with self.formats.active():  # handlers may call default_input/output_handler
             if handlers.handler is not None:
                 with self.metrics.stage("handler"):  # it calls the model server: a thread

@@ -26,6 +26,8 @@ from sagemaker_serving.tfs_client.http11 import (
     parse_header_line,
     parse_status_line,
     request_head,
+    retry_after_failure,
+    settle,
 )
 
 HEAD_LIMIT = MAX_HEADERS * 256  # bytes of status line and headers read before refusing
@@ -70,18 +72,13 @@ class AsyncConnectionPool:
                     try:
                         answer, reusable = await _exchange(conn, message)
                     except Unreachable:
-                        conn.close()
-                        if conn.used:  # stale keep-alive connection: a fresh one decides
+                        if retry_after_failure(conn):
                             continue
                         raise
                     except BaseException:
                         conn.close()
                         raise
-                    conn.used = True
-                    if reusable:
-                        self._give_back(conn)
-                    else:
-                        conn.close()
+                    settle(conn, reusable, self._give_back)
                     return answer
         except TimeoutError as exc:
             raise PastDeadline("reading the answer") from exc

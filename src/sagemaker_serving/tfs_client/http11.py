@@ -16,7 +16,9 @@ import io
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MAX_HEADER_LINE = 65536
 MAX_HEADERS = 256
@@ -69,18 +71,13 @@ class ConnectionPool:
             try:
                 answer, reusable = _exchange(conn, head, body, deadline)
             except Unreachable:
-                conn.close()
-                if conn.used:  # stale keep-alive connection: a fresh one decides
+                if retry_after_failure(conn):
                     continue
                 raise
             except BaseException:
                 conn.close()
                 raise
-            conn.used = True
-            if reusable:
-                self._give_back(conn)
-            else:
-                conn.close()
+            settle(conn, reusable, self._give_back)
             return answer
 
     def close(self) -> None:
@@ -169,6 +166,22 @@ def _headers(reader: io.BufferedReader) -> list[tuple[str, str]]:
 
 
 # ----- shared with async_http11 --------------------------------------------------------------
+
+
+def retry_after_failure(conn: Any) -> bool:
+    """After an Unreachable exchange: close `conn`; whether to retry on a new connection (only
+    when it was a kept-alive one, which the server may have closed meanwhile)."""
+    conn.close()
+    return conn.used
+
+
+def settle(conn: Any, reusable: bool, give_back: Callable[[Any], None]) -> None:
+    """After a whole answer: `conn` goes back to its pool when it can carry another request."""
+    conn.used = True
+    if reusable:
+        give_back(conn)
+    else:
+        conn.close()
 
 
 def parse_status_line(line: bytes) -> tuple[int, str, str]:
