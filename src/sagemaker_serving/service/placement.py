@@ -3,10 +3,12 @@
 On the event loop a call costs nothing extra, but while it runs no other request of the worker
 moves; a thread lets other requests go on, for a hand-off of about 0.1 ms per call. So:
 
-- A user handler starts on the threads. After INLINE_AFTER calls in a row that each used
-  under QUICK_CPU_SECONDS of CPU and ended within SLOW_SECONDS, it runs on the event loop.
-  LOOP_STRIKES calls within LOOP_WINDOW that hold the loop longer than LOOP_HOLD_SECONDS, or
-  one that holds it longer than LOOP_STALL_SECONDS, send it back to the threads for good.
+- A user handler starts on the threads. After INLINE_AFTER calls in a row that each used under
+  QUICK_CPU_SECONDS of CPU and waited (on a socket, a file, a lock: time off the CPU) under
+  QUICK_WAIT_SECONDS, it runs on the event loop: a handler that waits would hold up every
+  request of the worker there, but not on a thread. LOOP_STRIKES calls within LOOP_WINDOW
+  that hold the loop longer than LOOP_HOLD_SECONDS, or one that holds it longer than
+  LOOP_STALL_SECONDS, send it back to the threads for good.
   `handler(data, context)` calls the model server itself: always threads.
 - Our own conversions run on the loop, or on a thread when the payload is large or they may
   wait on the model server (built-in formats).
@@ -30,7 +32,7 @@ log = logging.getLogger(__name__)
 
 INLINE_AFTER = 16
 QUICK_CPU_SECONDS = 0.001
-SLOW_SECONDS = 0.02  # wall time on a thread (waits for the GIL included) that rules a call out
+QUICK_WAIT_SECONDS = 0.00025
 LOOP_HOLD_SECONDS = 0.002
 # a call on the loop can also look slow because the OS or another thread took the CPU from it:
 # a handler goes back to the threads only after this many slow calls within a window of calls,
@@ -83,7 +85,7 @@ class Placement:
             return self._on_loop_call(fn, record, args)
         result, error, cpu, wall = await self._on_thread(_timed, fn, args)
         if record is not None and not (record.on_threads or record.on_loop):
-            self._count(fn, record, cpu < QUICK_CPU_SECONDS and wall < SLOW_SECONDS)
+            self._count(fn, record, cpu < QUICK_CPU_SECONDS and wall - cpu < QUICK_WAIT_SECONDS)
         if error is not None:
             raise error
         return result

@@ -22,7 +22,7 @@ def roomy(monkeypatch):
     for name, value in {
         "INLINE_AFTER": 4,
         "QUICK_CPU_SECONDS": 0.05,
-        "SLOW_SECONDS": 0.3,
+        "QUICK_WAIT_SECONDS": 0.03,
         "LOOP_HOLD_SECONDS": 0.1,
         "LOOP_STRIKES": 3,
         "LOOP_WINDOW": 8,
@@ -78,7 +78,7 @@ def test_a_quick_handler_moves_to_the_loop_after_a_run_of_quick_calls():
 
 
 def test_a_handler_that_waits_stays_on_the_threads():
-    handler = Handler(pause=pl.SLOW_SECONDS * 1.5)
+    handler = Handler(pause=pl.QUICK_WAIT_SECONDS * 2)  # little CPU, but off it: a socket read
     loop_thread = calls(Placement("uvicorn", 4), handler, pl.INLINE_AFTER * 2, at_once=4)
     assert loop_thread not in handler.threads
 
@@ -89,7 +89,7 @@ def test_one_slow_call_breaks_the_run_of_quick_calls():
 
     async def run() -> None:
         for i in range(pl.INLINE_AFTER * 2 - 2):
-            handler.pause = pl.SLOW_SECONDS * 1.5 if i == pl.INLINE_AFTER - 2 else 0.0
+            handler.pause = pl.QUICK_WAIT_SECONDS * 2 if i == pl.INLINE_AFTER - 2 else 0.0
             await placement.handler(handler, b"x", None)
 
     asyncio.run(run())
@@ -165,7 +165,7 @@ def test_slow_calls_in_different_windows_do_not_add_up():
 
 
 def test_gthread_keeps_every_handler_on_the_threads():
-    handler = Handler(pause=0.002)  # quick enough for the loop under `uvicorn`
+    handler = Handler(pause=pl.QUICK_WAIT_SECONDS / 3)  # quick enough for the loop under `uvicorn`
     loop_thread = calls(Placement("gthread", 4), handler, pl.INLINE_AFTER * 3, at_once=4)
     assert loop_thread not in handler.threads
     assert handler.most_at_once > 1
