@@ -476,10 +476,10 @@ def draw_chart(rows: list[Row], path: Path) -> None:
     ax.set_xlim(0, 1.15)
     ax.invert_yaxis()
     ax.set_xlabel(
-        "container / model server's own speed (black mark: goal, dotted: ceiling of its kind)"
+        "container / model server's own speed\n(black mark: goal, dotted: ceiling of its kind)"
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
 
 
