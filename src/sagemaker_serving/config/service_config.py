@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from sagemaker_serving.config.settings import DEFAULT_GUNICORN_THREADS
+
 
 @dataclass(frozen=True)
 class ServiceConfig:
@@ -19,7 +21,7 @@ class ServiceConfig:
     python_paths: list[str] = field(default_factory=list)
     # where handlers run (service/placement.py): SAGEMAKER_GUNICORN_WORKER_CLASS and _THREADS
     worker_class: str = "uvicorn"
-    threads: int = 8
+    threads: int = DEFAULT_GUNICORN_THREADS
     # multi-model endpoints (multi_model.py)
     multi_model: bool = False
     model_root: str = ""

@@ -73,14 +73,11 @@ class EventLoopWorker(UvicornWorker):
         super().__init__(*args, **kwargs)
         # in-flight requests get gunicorn's graceful time to finish, then the worker exits
         self.config.timeout_graceful_shutdown = self.cfg.graceful_timeout
-        # uvicorn's lines go where the service's go (log_setup), like gunicorn's own; no
-        # access lines (nginx writes those): the protocol skips them when no handler is found
+        # uvicorn's lines go where the service's go (log_setup), like gunicorn's own; its
+        # access lines stay off (access_log=False: nginx writes those)
         errors = logging.getLogger("uvicorn.error")
         errors.handlers.clear()
         errors.propagate = True
-        access = logging.getLogger("uvicorn.access")
-        access.handlers.clear()
-        access.propagate = False
 
     def run(self) -> None:
         threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()

@@ -69,12 +69,12 @@ class Invocations:
         config: ServiceConfig,
         handlers: Handlers,
         metrics: ServiceMetrics,
-        placement: Placement | None = None,
+        placement: Placement,
     ) -> None:
         self.config = config
         self.handlers = handlers
         self.metrics = metrics
-        self.placement = placement or Placement(config.worker_class, config.threads)
+        self.placement = placement
         self.client = ModelServerClient(config.rest_ports, config.grpc_ports)
         self.formats = BuiltinFormats(self.client, metrics)
 

@@ -75,16 +75,21 @@ class Placement:
         self._records: weakref.WeakKeyDictionary[Callable, _Record] = weakref.WeakKeyDictionary()
 
     def runs_on_loop(self, fn: Callable) -> bool:
-        record = self._record(fn)
+        try:
+            record = self._records.get(fn)
+        except TypeError:
+            return False
         return record is not None and record.on_loop
 
     async def handler(self, fn: Callable, *args: Any) -> Any:
         """A user handler, where its calls so far put it."""
         record = self._record(fn) if self.adaptive else None
-        if record is not None and record.on_loop:
+        if record is None or record.on_threads:
+            return await self.thread(fn, *args)
+        if record.on_loop:
             return self._on_loop_call(fn, record, args)
-        result, error, cpu, wall = await self._on_thread(_timed, fn, args)
-        if record is not None and not (record.on_threads or record.on_loop):
+        result, error, cpu, wall = await self.thread(_timed, fn, args)
+        if not (record.on_loop or record.on_threads):  # another call may have moved it
             self._count(fn, record, cpu < QUICK_CPU_SECONDS and wall - cpu < QUICK_WAIT_SECONDS)
         if error is not None:
             raise error
@@ -92,12 +97,13 @@ class Placement:
 
     async def thread(self, fn: Callable, *args: Any) -> Any:
         """fn(*args) on a thread (with this task's context variables)."""
-        return await self._on_thread(fn, *args)
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.pool, context.run, fn, *args)
 
     async def ours(self, wait: bool, fn: Callable, *args: Any) -> Any:
         """One of our conversions: on a thread when it may `wait` (or is large), else here."""
         if wait:
-            return await self._on_thread(fn, *args)
+            return await self.thread(fn, *args)
         return fn(*args)
 
     def close(self) -> None:
@@ -143,10 +149,6 @@ class Placement:
         if record.quick >= INLINE_AFTER:
             record.on_loop = True
             log.info("%s runs on the event loop: %d quick calls in a row", _name(fn), record.quick)
-
-    async def _on_thread(self, fn: Callable, *args: Any) -> Any:
-        context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(self.pool, context.run, fn, *args)
 
 
 def _timed(fn: Callable, args: tuple) -> tuple[Any, BaseException | None, float, float]:
