@@ -28,6 +28,17 @@ class ServiceConfig:
     state_dir: str = ""
     load_timeout_seconds: float = 300.0
     memory_reserve_bytes: int = 0
+    # user code environments (environments/): a single-model endpoint's handler pool folder
+    # (empty: its handlers run in the workers, python_paths first), the folder of links every
+    # environment layers on, and for multi-model models of their own: processes per pool and
+    # the most such models
+    handler_pool: str = ""
+    container_site: str = ""
+    handler_processes: int = 1
+    max_environments: int = 8
+    lifeline_fd: int | None = None  # EOF once serve is gone (pools started by workers end)
+    log_format: str = "text"
+    error_file: str = ""  # a worker that cannot import the handlers says why there, for serve
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -72,6 +72,10 @@ ENQUEUED_BATCHES = Computed(
     f"number of CPUs; {BATCH_MAX_ENQUEUED_BATCHES} in batch transform",
     lambda v: BATCH_MAX_ENQUEUED_BATCHES if v["batch"] else v["cpu_count"],
 )
+HANDLER_PROCESSES = Computed(
+    "gunicorn workers; 1 per model on a multi-model endpoint",
+    lambda v: 1 if v["multi_model"] else v["gunicorn_workers"],
+)
 SYSTEM_ALLOCATOR = Computed(
     "`1` multi-model, else unset", lambda v: True if v["multi_model"] else None
 )
@@ -206,6 +210,12 @@ class Settings:
     """S3 prefix of shared inference code"""
     mme_memory_reserve_mb: int = env("SAGEMAKER_MME_MEMORY_RESERVE_MB", integer(0, 2**40), 256)
     """multi-model: memory kept free; a load that would not fit in the rest is refused (507)"""
+    handler_processes: int = env("SAGEMAKER_HANDLER_PROCESSES", POSITIVE, HANDLER_PROCESSES)
+    """processes that run handlers whose code brings its own copy of a package the service
+    uses (its own environment), per environment"""
+    mme_max_environments: int = env("SAGEMAKER_MME_MAX_ENVIRONMENTS", POSITIVE, 8)
+    """multi-model: the most models loaded at once whose code/ brings packages of its own
+    (each has its own environment and handler processes); more are refused (507)"""
     onednn_system_allocator: bool | None = env(
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR", tf_boolean, SYSTEM_ALLOCATOR
     )

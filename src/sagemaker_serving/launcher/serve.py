@@ -31,6 +31,7 @@ from sagemaker_serving.config.model_discovery import (
 from sagemaker_serving.config.ports import allocate_model_server_ports
 from sagemaker_serving.config.settings import Settings, SettingsError
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
+from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.frontdoor.front_log_relay import FrontLogRelay
 from sagemaker_serving.frontdoor.nginx_config import (
     NGINX_DIR,
@@ -49,6 +50,7 @@ from sagemaker_serving.launcher.model_server_command import (
     model_server_environment,
 )
 from sagemaker_serving.launcher.service_process import (
+    SERVICE_ERROR_FILE,
     ServiceProcess,
     mme_state_dir,
     service_process,
@@ -56,6 +58,7 @@ from sagemaker_serving.launcher.service_process import (
 from sagemaker_serving.launcher.supervisor import Child, Supervisor, stop_all
 from sagemaker_serving.launcher.universal_code import UniversalCodeError
 from sagemaker_serving.launcher.watchdog import Watchdog
+from sagemaker_serving.multimodel.environments import stop_model_pools
 from sagemaker_serving.service.user_code import UserCodeError
 from sagemaker_serving.tfs_client.health import (
     PROMETHEUS_PATH,
@@ -105,10 +108,12 @@ class Stack:
     ready_file: Path  # new_ready_file()
     model_servers: list[Child] = field(default_factory=list)
     relay: FrontLogRelay | None = None  # start_relay()
+    startup_failure: str | None = None  # why start-up failed, said again as the last line
 
     @property
     def children(self) -> list[Child]:
-        return [self.nginx, self.service.child, *self.model_servers]
+        handlers = [self.service.handlers] if self.service.handlers is not None else []
+        return [self.nginx, self.service.child, *handlers, *self.model_servers]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -359,6 +364,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
         dead = [c for c in stack.children if not c.alive()]
         if dead:
             log.error("%s exited during start-up", ", ".join(c.name for c in dead))
+            stack.startup_failure = startup_failure(stack)
             return False
         if time.monotonic() > deadline:
             log.error(
@@ -381,6 +387,18 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
     return True
 
 
+def startup_failure(stack: Stack) -> str | None:
+    """What a child that died during start-up left behind: the user code's import error."""
+    if stack.service.pool_dir is not None:
+        status = handler_pool.read_status(stack.service.pool_dir) or {}
+        if "error" in status:
+            return str(status["error"])
+    error_file = stack.run_dir / SERVICE_ERROR_FILE
+    if error_file.is_file():
+        return error_file.read_text(errors="replace").strip() or None
+    return None
+
+
 def shutdown(stack: Stack, requested_at: float) -> None:
     """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
     servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
@@ -398,8 +416,11 @@ def shutdown(stack: Stack, requested_at: float) -> None:
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.relay is not None:
         stack.relay.stop()  # what nginx logged last
-    backends = [stack.service.child, *stack.model_servers]
+    handlers = [stack.service.handlers] if stack.service.handlers is not None else []
+    backends = [stack.service.child, *handlers, *stack.model_servers]
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
+    if stack.settings.multi_model:  # the handler pools of models with code of their own
+        stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
     stack.service.cleanup()
     shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
@@ -443,11 +464,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         for child in stack.model_servers:  # the slowest to be ready first
             child.start()
+        if stack.service.handlers is not None:
+            stack.service.handlers.start()
         stack.service.child.start()
         start_relay(stack)
         stack.nginx.start()
         if not wait_until_ready(stack, supervisor):
-            return 0 if supervisor.stopping else 1
+            if supervisor.stopping:
+                return 0
+            return 1
         log.info(
             "ready: http://%s:%d (models %s)",
             args.host or "0.0.0.0",
@@ -469,6 +494,8 @@ def run(args: argparse.Namespace) -> int:
         if args.run_dir is None:
             shutil.rmtree(stack.run_dir, ignore_errors=True)
         watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
+        if stack.startup_failure:
+            log.error("cannot start: %s", stack.startup_failure)
 
 
 def main(argv: list[str] | None = None) -> None:

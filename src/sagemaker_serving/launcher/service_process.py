@@ -14,12 +14,15 @@ from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.environments import pool as handler_pool
+from sagemaker_serving.environments.build import container_site, has_user_code, prepare
 from sagemaker_serving.frontdoor.front_metrics import bind_socket
 from sagemaker_serving.launcher.supervisor import Child
 from sagemaker_serving.launcher.universal_code import download_universal_code
-from sagemaker_serving.service.user_code import code_paths, has_user_code, install_requirements
 
 log = logging.getLogger(__name__)
+
+SERVICE_ERROR_FILE = "service-error.txt"  # why the service's workers could not start
 
 
 @dataclass(frozen=True)
@@ -31,12 +34,17 @@ class ServiceProcess:
 
     metrics_port: int  # loopback UDP: reports of what nginx answered (front_metrics.py)
     access: Access  # the run's secret nginx sends along, and who nginx's workers are
+    lifeline: int  # the write end of the pipe whose end-of-file tells pools serve is gone
+    handlers: Child | None = None  # the handler pool of a single-model endpoint's own code
+    pool_dir: Path | None = None
 
     def cleanup(self) -> None:
-        for fd in self.child.pass_fds:
+        for fd in (*self.child.pass_fds, self.lifeline):
             with contextlib.suppress(OSError):
                 os.close(fd)
         shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.pool_dir is not None:
+            shutil.rmtree(self.pool_dir, ignore_errors=True)
 
 
 def mme_state_dir(run_dir: Path) -> Path:
@@ -61,7 +69,8 @@ def service_process(
     ports: list[tuple[int, int]],
     env: dict[str, str],
 ) -> ServiceProcess:
-    """Install requirements, write the service config, and build the gunicorn child."""
+    """Make the user's code ready (environments/), write the service config, and build the
+    gunicorn child (and the handler pool's, when the code needs processes of its own)."""
     code_dir = model_dir / "code"
     if settings.universal_bucket and settings.universal_prefix:
         code_dir = download_universal_code(
@@ -69,11 +78,38 @@ def service_process(
         )
     user_code = has_user_code(code_dir) or settings.multi_model
     python_paths: list[str] = []
-    if user_code:
-        installed = install_requirements(
-            code_dir, run_dir / "python-packages", settings.wait_time_seconds
+    lifeline, lifeline_end = os.pipe()  # serve keeps the write end (not inherited)
+    handlers: Child | None = None
+    pool_dir: Path | None = None
+    site = container_site(run_dir / "container-site") if user_code else None
+    if site is not None:
+        environment = prepare(
+            code_dir, run_dir / "environment", site, settings.wait_time_seconds, False
         )
-        python_paths = code_paths(code_dir, installed)
+        python_paths = list(environment.paths)
+        if environment.python is not None:
+            pool_dir = handler_pool.new_pool_dir()
+            spec = handler_pool.PoolSpec(
+                pool_dir,
+                environment.python,
+                code_dir,
+                environment.paths,
+                processes=settings.handler_processes,
+                log_format=settings.log_format,
+            )
+            handlers = Child(
+                "handler-processes",
+                handler_pool.command(spec, lifeline),
+                handler_pool.environment(env),
+                pass_fds=(lifeline,),
+            )
+            python_paths = []
+            log.info(
+                "handlers run in %d process(es) of their own (%s): %s",
+                settings.handler_processes,
+                environment.python,
+                environment.reason,
+            )
     config = ServiceConfig(
         code_dir=str(code_dir),
         default_model=default_model,
@@ -89,7 +125,15 @@ def service_process(
         state_dir=str(mme_state_dir(run_dir)),
         load_timeout_seconds=float(settings.wait_time_seconds),
         memory_reserve_bytes=settings.mme_memory_reserve_mb * 1024 * 1024,
+        handler_pool=str(pool_dir or ""),
+        container_site=str(site or ""),
+        handler_processes=settings.handler_processes,
+        max_environments=settings.mme_max_environments,
+        lifeline_fd=lifeline,
+        log_format=settings.log_format,
+        error_file=str(run_dir / SERVICE_ERROR_FILE),
     )
+    (run_dir / SERVICE_ERROR_FILE).unlink(missing_ok=True)
     fresh_mme_state_dir(run_dir)
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
@@ -124,5 +168,15 @@ def service_process(
         "user code in " + str(code_dir) if user_code else "built-in formats only",
         ", ".join(python_paths) or "no extra paths",
     )
-    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd))
-    return ServiceProcess(child, socket_path, socket_dir, user_code, metrics_port, access)
+    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd, lifeline))
+    return ServiceProcess(
+        child,
+        socket_path,
+        socket_dir,
+        user_code,
+        metrics_port,
+        access,
+        lifeline_end,
+        handlers,
+        pool_dir,
+    )

@@ -75,7 +75,9 @@ class ModelsResource:
     async def on_post(self, req: Request, resp: Response) -> None:
         try:
             name, url = _load_request(req, await req.stream.read())
-            model = await asyncio.to_thread(self.manager.load, name, url, self.code.install)
+            model = await asyncio.to_thread(
+                self.manager.load, name, url, self.code.prepare, self.code.release
+            )
         except MultiModelError as exc:
             _error(resp, exc.status, exc.message)
             return
@@ -121,9 +123,7 @@ class ModelSink:
             _error(resp, exc.status, exc.message)
 
     def _unload(self, name: str) -> None:
-        model = self.manager.get(name)
-        self.manager.unload(name)
-        self.code.forget(model)
+        self.manager.unload(name, self.code.release)
 
     async def _invoke(self, req: Request, resp: Response, name: str) -> None:
         if req.method != "POST":

@@ -88,11 +88,16 @@ class MultiModelManager:
 
     # ----- changes (under the lock) -----------------------------------------------------------
     def load(
-        self, name: str, url: str, prepare: Callable[[LoadedModel, float], None] | None = None
+        self,
+        name: str,
+        url: str,
+        prepare: Callable[[LoadedModel, float], LoadedModel] | None = None,
+        release: Callable[[LoadedModel], None] | None = None,
     ) -> LoadedModel:
         """Load `name` from `url` on every instance; listed only once all is done. `prepare`
-        (e.g. installing its requirements.txt) runs first, with the load's deadline. A load
-        that fails or runs past its deadline is taken back out of every instance."""
+        (its code's environment: code.py) runs first, with the load's deadline, and
+        `release` undoes it when the load fails. A load that fails or runs past its deadline
+        is taken back out of every instance."""
         check_name(name)
         base = self._model_url(url, name)
         with self.registry.locked():
@@ -109,7 +114,7 @@ class MultiModelManager:
             )
             deadline = time.monotonic() + self.load_timeout_seconds
             if prepare is not None:
-                prepare(model, deadline)
+                model = prepare(model, deadline)
             self.client.forget(model.internal_name)
             try:
                 self._apply([*models.values(), model], deadline)
@@ -118,13 +123,16 @@ class MultiModelManager:
                 error = _load_error(name, exc)
                 log.warning("loading %s failed: %s; taking it back out", name, error.message)
                 self._take_back(list(models.values()))
+                if release is not None:
+                    release(model)
                 raise error from None
             models[name] = model
             self.registry.write(models, generation)
         log.info("loaded model %s from %s as %s %s", name, url, model.internal_name, model.versions)
         return model
 
-    def unload(self, name: str) -> None:
+    def unload(self, name: str, release: Callable[[LoadedModel], None] | None = None) -> None:
+        """Unload `name` from every instance; `release` then ends what its `prepare` made."""
         with self.registry.locked():
             models, generation = self.registry.snapshot()
             model = models.pop(name, None)
@@ -138,6 +146,9 @@ class MultiModelManager:
                 self._wait(model, deadline, available=False)
             except ModelServerError as exc:
                 raise as_multi_model_error(f"Unloading model {name}", exc) from None
+            finally:
+                if release is not None:
+                    release(model)
         log.info("unloaded model %s (%s)", name, model.internal_name)
 
     # ----- helpers -----------------------------------------------------------------------------

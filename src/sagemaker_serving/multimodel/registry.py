@@ -35,6 +35,7 @@ class LoadedModel:
     internal_name: str
     base_path: str
     versions: tuple[int, ...]
+    handlers: str = ""  # its handler processes' folder, when its code runs in its own
 
     def as_model(self) -> Model:
         return Model(self.internal_name, Path(self.base_path), self.versions)

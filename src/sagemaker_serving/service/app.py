@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.environments import pool
+from sagemaker_serving.environments.remote import HandlerPool
 from sagemaker_serving.service.invocations import Invocations, json_error
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
@@ -30,7 +33,15 @@ log = logging.getLogger("sagemaker_serving.service")
 
 
 class Ping:
+    """200 while the handlers can run: imported here, or their pool takes connections."""
+
+    def __init__(self, handlers: Handlers) -> None:
+        self.remote = handlers.remote
+
     async def on_get(self, req: Request, resp: Response) -> None:
+        if self.remote is not None and not await self.remote.alive():
+            json_error(resp, 503, "The handler processes are not running", "")
+            return
         resp.status = falcon.HTTP_200
         resp.content_type = "application/json"
         resp.data = b""
@@ -48,6 +59,19 @@ class Metrics:
         resp.data = await self.placement.thread(self.metrics.render)  # reads every worker's file
 
     on_head = on_get
+
+
+def endpoint_handlers(config: ServiceConfig) -> Handlers:
+    """A single-model endpoint's handlers: imported here, or (config.handler_pool) run by the
+    pool serve started, once it is ready."""
+    code_dir = Path(config.code_dir)
+    if not config.handler_pool:
+        return load_handlers(code_dir, paths=config.python_paths)
+    directory = Path(config.handler_pool)
+    deadline = time.monotonic() + config.load_timeout_seconds
+    functions = pool.wait_ready(directory, deadline, lambda: True)
+    remote = HandlerPool(str(directory / pool.SOCKET_NAME), tuple(functions), config.threads)
+    return Handlers(source=f"{code_dir / 'inference.py'} (handler processes)", remote=remote)
 
 
 def allowed_methods(resource: object) -> list[str]:
@@ -92,18 +116,14 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
     this process's ServiceMetrics (one per process: two would overwrite each other's values
     in the multiprocess files)."""
-    handlers = (
-        Handlers()
-        if config.multi_model
-        else load_handlers(Path(config.code_dir), paths=config.python_paths)
-    )
+    handlers = Handlers() if config.multi_model else endpoint_handlers(config)
     log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = metrics or ServiceMetrics()
     placement = Placement(config.worker_class, config.threads)
     app = falcon.asgi.App(middleware=[NoOptions()])
     invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)
-    app.add_route("/ping", Ping())
+    app.add_route("/ping", Ping(handlers))
     app.add_route("/metrics", Metrics(metrics, placement))
     if config.multi_model:
         _add_multi_model_routes(app, config, invocations)
@@ -163,8 +183,10 @@ def guarded(app: Asgi, token: str) -> Asgi:
 def _add_multi_model_routes(
     app: falcon.asgi.App, config: ServiceConfig, invocations: Invocations
 ) -> None:
+    from sagemaker_serving.environments.build import has_user_code
     from sagemaker_serving.multimodel.api import ModelSink, ModelsResource
     from sagemaker_serving.multimodel.code import ModelCode
+    from sagemaker_serving.multimodel.environments import ModelEnvironments
     from sagemaker_serving.multimodel.manager import MultiModelManager
     from sagemaker_serving.multimodel.registry import Registry
 
@@ -176,9 +198,19 @@ def _add_multi_model_routes(
         config.load_timeout_seconds,
         config.memory_reserve_bytes,
     )
-    universal = Path(config.code_dir) if config.code_dir else None
-    code = ModelCode(
-        universal, config.python_paths, state_dir / "packages", config.load_timeout_seconds
+    universal_dir = Path(config.code_dir) if config.code_dir else None
+    universal = None
+    if universal_dir is not None and has_user_code(universal_dir):
+        universal = endpoint_handlers(config)
+    environments = ModelEnvironments(
+        state_dir,
+        Path(config.container_site),
+        config.handler_processes,
+        config.max_environments,
+        config.memory_reserve_bytes,
+        config.lifeline_fd,
+        config.log_format,
     )
+    code = ModelCode(universal_dir, universal, environments, manager.registry, config.threads)
     app.add_route("/models", ModelsResource(manager, code))
     app.add_sink(ModelSink(manager, code, invocations), prefix="/models/")

@@ -17,11 +17,15 @@ from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.environments.messages import make_response, response_meta
+from sagemaker_serving.environments.remote import HandlerPool
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
+from sagemaker_serving.service import handler_contract
 from sagemaker_serving.service.default_handlers import LARGE_PAYLOAD, BuiltinFormats
 from sagemaker_serving.service.handler_api import Context, HandlerError
+from sagemaker_serving.service.handler_contract import HandlerResultError
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.routing import Route, parse_route
@@ -51,14 +55,6 @@ def _concrete_type(accept: str | None) -> str:
         if media and "*" not in media:
             return media
     return "application/json"
-
-
-def _as_body(value: Any) -> bytes:
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, str):
-        return value.encode()
-    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 class Invocations:
@@ -129,6 +125,9 @@ class Invocations:
         except (HandlerError, StatusError) as exc:
             status = exc.status
             json_error(resp, status, _named(exc.message, model_name, label), request_id)
+        except HandlerResultError as exc:  # the user's handler broke the contract
+            log.error("%s", exc.message, exc_info=exc)
+            json_error(resp, 500, exc.message, request_id)
         except falcon.HTTPError as exc:
             status = exc.status_code
             json_error(resp, status, exc.description or exc.title, request_id)
@@ -162,10 +161,16 @@ class Invocations:
         self, data: io.BytesIO, context: Context, handlers: Handlers
     ) -> tuple[bytes, str]:
         with self.formats.active():  # handlers may call default_input/output_handler
+            if handlers.remote is not None and handlers.remote.has("handler"):
+                with self.metrics.stage("handler"):
+                    body, content_type = await self._remote(
+                        handlers.remote, "handler", data.getvalue(), context
+                    )
+                return body, content_type or _concrete_type(context.accept_header)
             if handlers.handler is not None:
                 with self.metrics.stage("handler"):  # it calls the model server: a thread
                     result = await self.placement.thread(handlers.handler, data, context)
-                return self._result(result, context)
+                return self._result(result, context, handlers.handler, "handler")
             return await self._handlers(data, context, handlers)
 
     async def _handlers(
@@ -173,8 +178,14 @@ class Invocations:
     ) -> tuple[bytes, str]:
         place = self.placement
         with self.metrics.stage("input_handler"):
-            if handlers.input_handler is not None:
-                request: Any = await place.handler(handlers.input_handler, data, context)
+            request: Any
+            if handlers.remote is not None and handlers.remote.has("input_handler"):
+                request, _ = await self._remote(
+                    handlers.remote, "input_handler", data.getvalue(), context
+                )
+            elif handlers.input_handler is not None:
+                value = await place.handler(handlers.input_handler, data, context)
+                request = handler_contract.request_body(value, handlers.input_handler)
             else:
                 waits = self.formats.may_wait(context, len(data.getbuffer()))
                 request = await place.ours(waits, self.formats.request, data, context, True)
@@ -189,11 +200,54 @@ class Invocations:
         with self.metrics.stage("output_handler"):
             if isinstance(request, TensorRequest):
                 return await place.thread(self.formats.tensor_answer, outputs, context)
+            if handlers.remote is not None and handlers.remote.has("output_handler"):
+                meta, content = response_meta(response)
+                body, content_type = await self._remote(
+                    handlers.remote, "output_handler", content, context, meta
+                )
+                return body, content_type or _concrete_type(context.accept_header)
             if handlers.output_handler is not None:
                 result = await place.handler(handlers.output_handler, response, context)
-                return self._result(result, context)
+                return self._result(result, context, handlers.output_handler, "output_handler")
             large = len(response.content) > LARGE_PAYLOAD
             return await place.ours(large, self.formats.answer, response, context)
+
+    async def _remote(
+        self,
+        pool: HandlerPool,
+        fn: str,
+        body: bytes,
+        context: Context,
+        response: dict | None = None,
+    ) -> tuple[bytes, str | None]:
+        """A handler in its environment's processes (environments/remote.py)."""
+        return await pool.call(fn, body, context, self._callback, response)
+
+    async def _callback(
+        self, fn: str, header: dict, body: bytes, context: Context
+    ) -> tuple[dict, bytes]:
+        """The built-in formats, for a handler process's default_input/output_handler (with
+        the context the handler passed)."""
+        fields = header.get("context")
+        if isinstance(fields, dict):
+            context = Context(**{**fields, "channel": context.channel})
+        try:
+            if fn == "default_input_handler":
+                waits = self.formats.may_wait(context, len(body))
+                request = await self.placement.ours(
+                    waits, self.formats.request, io.BytesIO(body), context, False
+                )
+                return {"ok": True}, request.body
+            if fn == "default_output_handler":
+                response = make_response(header.get("response") or {"status": 200}, body)
+                large = len(body) > LARGE_PAYLOAD
+                answer, content_type = await self.placement.ours(
+                    large, self.formats.answer, response, context
+                )
+                return {"ok": True, "content_type": content_type}, answer
+            raise StatusError(f"No such built-in function: {fn}", 500)
+        except (HandlerError, StatusError) as exc:
+            return {"ok": False, "status": exc.status, "message": exc.message}, b""
 
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
@@ -206,9 +260,6 @@ class Invocations:
         index = self.client.grpc_ports.index(context.grpc_port)
         return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))
 
-    def _result(self, result: Any, context: Context) -> tuple[bytes, str]:
-        if isinstance(result, tuple) and len(result) == 2:
-            body, content_type = result
-        else:
-            body, content_type = result, None
-        return _as_body(body), content_type or _concrete_type(context.accept_header)
+    def _result(self, result: Any, context: Context, fn: Any, role: str) -> tuple[bytes, str]:
+        body, content_type = handler_contract.answer(result, fn, role)
+        return body, content_type or _concrete_type(context.accept_header)

@@ -26,6 +26,7 @@ from sagemaker_serving.frontdoor.front_metrics import FrontMetricsReceiver
 from sagemaker_serving.service.app import create_app, guarded
 from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
 from sagemaker_serving.service.metrics import ServiceMetrics
+from sagemaker_serving.service.user_code import UserCodeError
 
 
 class ServiceLogger(glogging.Logger):
@@ -55,9 +56,16 @@ class ServiceApplication(BaseApplication):
             self.cfg.set(key, value)
 
     def load(self):
-        """In each worker: the app, and this process's one ServiceMetrics."""
+        """In each worker: the app, and this process's one ServiceMetrics. A worker that
+        cannot import the user's handlers leaves the reason for serve's last line."""
         self.metrics = ServiceMetrics()
-        return guarded(create_app(self.config_obj, self.metrics), self.token)
+        try:
+            app = create_app(self.config_obj, self.metrics)
+        except UserCodeError as exc:
+            if self.config_obj.error_file:
+                Path(self.config_obj.error_file).write_text(str(exc))
+            raise
+        return guarded(app, self.token)
 
 
 def front_metrics_hook(fd: int | None, token: str):

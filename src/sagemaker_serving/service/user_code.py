@@ -1,24 +1,24 @@
-"""The user's `code/` directory: whether it is there, its requirements, its handlers."""
+"""The user's handlers: code/inference.py imported the way the AWS container does.
+
+Standard library only: the handler processes (environments/host.py) import it under the
+user's interpreter, the service's workers in their own.
+"""
 
 from __future__ import annotations
 
 import importlib.util
-import logging
-import subprocess
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sagemaker_serving.service.user_imports import own_imports
-
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from sagemaker_serving.environments.remote import HandlerPool
 
 INFERENCE_FILE = "inference.py"
-REQUIREMENTS_FILE = "requirements.txt"
-LIB_DIR = "lib"
-WHEELHOUSE_DIR = "wheelhouse"
+HANDLER_NAMES = ("handler", "input_handler", "output_handler")
 
 
 class UserCodeError(RuntimeError):
@@ -27,65 +27,6 @@ class UserCodeError(RuntimeError):
 
 class RequirementsTimeout(UserCodeError):
     """pip install -r requirements.txt did not finish in time."""
-
-
-def has_user_code(code_dir: Path) -> bool:
-    """The Python service runs when code/ holds any of inference.py, requirements.txt, lib/."""
-    return any((code_dir / name).exists() for name in (INFERENCE_FILE, REQUIREMENTS_FILE, LIB_DIR))
-
-
-def install_requirements(code_dir: Path, target: Path, timeout_seconds: float) -> Path | None:
-    """pip install code/requirements.txt into `target` (not site-packages), within a time limit.
-
-    As in the AWS container, a `code/lib` beside it means the requirements are not installed
-    (endpoints in network isolation ship their packages in lib): logged, and None returned.
-    Wheels in `code/wheelhouse` are a local index. Returns the directory to put on sys.path,
-    or None when there is nothing to install.
-    """
-    requirements = code_dir / REQUIREMENTS_FILE
-    if not requirements.exists():
-        return None
-    if (code_dir / LIB_DIR).is_dir():
-        log.info(
-            "%s is not installed: %s is there (its packages are used instead, as in the AWS "
-            "container)",
-            requirements,
-            code_dir / LIB_DIR,
-        )
-        return None
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--no-input",
-        "--disable-pip-version-check",
-        "--target",
-        str(target),
-        "-r",
-        str(requirements),
-    ]
-    if (code_dir / WHEELHOUSE_DIR).is_dir():
-        command += ["--find-links", str(code_dir / WHEELHOUSE_DIR)]
-    log.info("installing %s into %s", requirements, target)
-    try:
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_seconds, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise RequirementsTimeout(
-            f"pip install -r {requirements} did not finish within {timeout_seconds:.0f}s"
-        ) from exc
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-        raise UserCodeError(f"pip install -r {requirements} failed:\n{tail}")
-    return target
-
-
-def code_paths(code_dir: Path, installed: Path | None) -> list[str]:
-    """What user code imports from, in order: its requirements, code/lib, code/ itself."""
-    paths = [installed, code_dir / LIB_DIR, code_dir]
-    return [str(p) for p in paths if p is not None and p.is_dir()]
 
 
 Handler = Callable[[Any, Any], Any]
@@ -99,44 +40,72 @@ class Handlers:
     input_handler: Handler | None = None
     output_handler: Handler | None = None
     source: str = "built-in"
+    remote: HandlerPool | None = None  # set: the functions run in a pool of handler processes
+
+    @property
+    def names(self) -> list[str]:
+        if self.remote is not None:
+            return list(self.remote.functions)
+        return [name for name in HANDLER_NAMES if getattr(self, name) is not None]
+
+    def has(self, name: str) -> bool:
+        return name in self.names
+
+
+def import_error_message(path: Path, exc: BaseException) -> str:
+    """`importing inference.py failed: <error> (inference.py, line N)`: the user's own line
+    that raised, found in the traceback (or the SyntaxError's own position)."""
+    position = ""
+    if isinstance(exc, SyntaxError):
+        pass  # its message names the file and line already
+    else:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        if frames:
+            position = f" ({path.name}, line {frames[-1].lineno})"
+    return f"importing {path} failed: {type(exc).__name__}: {exc}{position}"
 
 
 def load_handlers(
     code_dir: Path,
     module_name: str = "inference",
     paths: Sequence[str] = (),
-    keep: bool = True,
+    hide: bool = True,
 ) -> Handlers:
-    """Import code/inference.py (module name `inference`) the way the AWS container does,
-    with `paths` (code_paths) first and its own versions of what they provide
-    (user_imports.own_imports; `keep`: one user per process)."""
+    """Import code/inference.py as `module_name` with `paths` (the user's directories) first
+    on sys.path. `hide`: the container's other packages stay hidden (user_imports.py; in the
+    service's processes). `handler`, else `input_handler` (with an optional
+    `output_handler`), must be defined."""
     path = code_dir / INFERENCE_FILE
     if not path.exists():
         return Handlers()
+    if hide:
+        from sagemaker_serving.service.user_imports import add_user_paths
+
+        add_user_paths(list(paths))
+    else:
+        sys.path[:0] = [p for p in paths if p not in sys.path]
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise UserCodeError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    with own_imports(list(paths) or [str(code_dir)], keep=keep):
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            sys.modules.pop(module_name, None)
-            raise UserCodeError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     sys.modules[module_name] = module
-    handler = getattr(module, "handler", None)
-    if callable(handler):
-        return Handlers(handler=handler, source=str(path))
-    input_handler = getattr(module, "input_handler", None)
-    output_handler = getattr(module, "output_handler", None)
-    if not callable(input_handler) and not callable(output_handler):
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as exc:  # SystemExit: sys.exit() while importing
+        sys.modules.pop(module_name, None)
+        raise UserCodeError(import_error_message(path, exc)) from exc
+    found = {name: getattr(module, name, None) for name in HANDLER_NAMES}
+    if callable(found["handler"]):
+        return Handlers(handler=found["handler"], source=str(path))
+    if not callable(found["input_handler"]):
         raise UserCodeError(
-            f"{path} defines neither handler(data, context) nor "
-            "input_handler(data, context) / output_handler(response, context)"
+            f"{path} defines neither handler(data, context) nor input_handler(data, context) "
+            "(with an optional output_handler(response, context)): looked for handler, "
+            "input_handler, output_handler"
         )
+    output_handler = found["output_handler"]
     return Handlers(
-        input_handler=input_handler if callable(input_handler) else None,
+        input_handler=found["input_handler"],
         output_handler=output_handler if callable(output_handler) else None,
         source=str(path),
     )

@@ -50,6 +50,8 @@ def test_defaults():
         "universal_bucket": None,
         "universal_prefix": None,
         "mme_memory_reserve_mb": 256,
+        "handler_processes": 4,
+        "mme_max_environments": 8,
         "max_payload_in_mb": None,
         "batch_strategy": None,
         "max_concurrent_transforms": None,
@@ -113,6 +115,8 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_MULTI_MODEL_UNIVERSAL_BUCKET": "bucket",
         "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "code/v1",
         "SAGEMAKER_MME_MEMORY_RESERVE_MB": "512",
+        "SAGEMAKER_HANDLER_PROCESSES": "3",
+        "SAGEMAKER_MME_MAX_ENVIRONMENTS": "20",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0",
         "SAGEMAKER_MAX_PAYLOAD_IN_MB": "100",
         "SAGEMAKER_BATCH_STRATEGY": "SingleRecord",
@@ -152,6 +156,8 @@ def test_every_variable_sets_its_field():
         "universal_bucket": "bucket",
         "universal_prefix": "code/v1",
         "mme_memory_reserve_mb": 512,
+        "handler_processes": 3,
+        "mme_max_environments": 20,
         "onednn_system_allocator": False,
         "max_payload_in_mb": 100,
         "batch_strategy": "SINGLE_RECORD",
@@ -162,6 +168,12 @@ def test_every_variable_sets_its_field():
 
 def test_the_default_model_name_none_counts_as_unset():
     assert parse(SAGEMAKER_TFS_DEFAULT_MODEL_NAME="None").default_model_name is None
+
+
+def test_handler_processes_follow_the_workers_but_one_per_model_on_multi_model():
+    assert parse(cpu_count=4).handler_processes == 4
+    assert parse(SAGEMAKER_GUNICORN_WORKERS="3").handler_processes == 3
+    assert parse(SAGEMAKER_MULTI_MODEL="true").handler_processes == 1
 
 
 def test_multi_model_uses_the_system_allocator_unless_told_otherwise():
@@ -301,7 +313,7 @@ def test_variables_document_exactly_what_from_env_reads():
 
 
 def test_every_variable_has_its_meaning_and_every_field_but_cpu_count_a_variable():
-    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 33
+    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 35
     assert [v.name for v in VARIABLES if not v.doc] == []
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
     assert list(FIELD_OF.values()) == [f.name for f in dataclasses.fields(Settings)][1:]
@@ -329,4 +341,5 @@ def test_described_defaults():
         "SAGEMAKER_GUNICORN_WORKERS": "number of CPUs",
         "SAGEMAKER_NGINX_WORKER_PROCESSES": "half the CPUs, at least 1",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "`1` multi-model, else unset",
+        "SAGEMAKER_HANDLER_PROCESSES": "gunicorn workers; 1 per model on a multi-model endpoint",
     }

@@ -65,7 +65,9 @@ def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path
 def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess):
     mode = stat.S_IMODE(service.socket_dir.stat().st_mode)
     assert mode == (0o700 if os.geteuid() != 0 else 0o2710)
-    metrics_fd, token_fd = service.child.pass_fds
+    metrics_fd, token_fd, lifeline = service.child.pass_fds
+    assert stat.S_ISFIFO(os.fstat(lifeline).st_mode)  # the read end: EOF once serve is gone
+    assert not os.get_inheritable(service.lifeline)  # the write end stays with serve
     metrics = socket.socket(fileno=os.dup(metrics_fd))
     try:  # the socket serve's relay sends to: UDP on loopback, with a large receive buffer
         assert metrics.type == socket.SOCK_DGRAM

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -45,8 +46,15 @@ def _stack(tmp_path: Path, nginx: Child, service_child: Child, model_server: Chi
     """A Stack of these children (no configs, no ports), its service sockets in tmp_path."""
     socket_dir = tmp_path / "socket"
     socket_dir.mkdir()
+    _, lifeline = os.pipe()
     service = ServiceProcess(
-        service_child, str(socket_dir / "s.sock"), socket_dir, False, socket_dir / "m", new_access()
+        service_child,
+        str(socket_dir / "s.sock"),
+        socket_dir,
+        False,
+        0,
+        new_access(),
+        lifeline,
     )
     return serve.Stack(
         settings=Settings.from_env({}),

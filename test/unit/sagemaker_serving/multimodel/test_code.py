@@ -1,17 +1,20 @@
-"""Each model's handlers: its own code/, else the universal code directory, else none; its
-requirements installed at load into a directory of its own."""
+"""Each model's handlers: its own code/, else the universal code directory, else none; code
+that brings packages of its own in an environment and handler processes of its own."""
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import tiny_wheel
 
+from sagemaker_serving.environments.build import container_site
 from sagemaker_serving.multimodel.code import ModelCode
+from sagemaker_serving.multimodel.environments import ModelEnvironments
 from sagemaker_serving.multimodel.errors import MultiModelError
-from sagemaker_serving.multimodel.registry import LoadedModel, internal_name
+from sagemaker_serving.multimodel.registry import LoadedModel, Registry, internal_name
 from sagemaker_serving.service import user_imports
 from sagemaker_serving.service.user_code import Handlers
 from sagemaker_serving.service.user_imports import HiddenPackages
@@ -38,23 +41,33 @@ def handled(handlers: Handlers) -> object:
     return handlers.handler(None, None)
 
 
-def test_a_models_own_code_else_the_universal_code_else_none(tmp_path):
-    universal = tmp_path / "universal"
-    universal.mkdir()
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return container_site(tmp_path_factory.mktemp("container") / "site")
+
+
+def model_code(tmp_path, site, universal=None, universal_handlers=None, max_count=8) -> ModelCode:
+    state = tmp_path / "state"
+    state.mkdir(exist_ok=True)
+    environments = ModelEnvironments(state, site, 1, max_count, 0, None)
+    return ModelCode(universal, universal_handlers, environments, Registry(state), 4)
+
+
+def test_a_models_own_code_else_the_universal_code_else_none(tmp_path, site):
     own = loaded(tmp_path, "own", "def handler(data, context): return 'own'\n")
     other = loaded(tmp_path, "other")
-    code = ModelCode(universal, [str(universal)], tmp_path / "packages", 60)
+    code = model_code(tmp_path, site)
     assert handled(code.handlers(own)) == "own"
-    assert code.handlers(other) == Handlers()  # the universal code dir has no code either
-    (universal / "inference.py").write_text("def handler(data, context): return 'universal'\n")
-    code = ModelCode(universal, [str(universal)], tmp_path / "packages", 60)
+    assert code.handlers(other) == Handlers()
+    universal = Handlers(handler=lambda data, context: "universal")
+    code = model_code(tmp_path, site, tmp_path / "universal", universal)
     assert handled(code.handlers(other)) == "universal"
-    assert code.code_dir(own) == own.code_dir and code.code_dir(other) == universal
+    assert handled(code.handlers(own)) == "own"
 
 
-def test_handlers_are_cached_until_forgotten(tmp_path):
+def test_handlers_are_cached_until_forgotten(tmp_path, site):
     model = loaded(tmp_path, "m", "def handler(data, context): return 1\n")
-    code = ModelCode(None, [], tmp_path / "packages", 60)
+    code = model_code(tmp_path, site)
     first = code.handlers(model)
     assert code.handlers(model) is first
     (model.code_dir / "inference.py").write_text("def handler(data, context): return 2\n")
@@ -62,23 +75,74 @@ def test_handlers_are_cached_until_forgotten(tmp_path):
     assert handled(code.handlers(model)) == 2
 
 
-def test_requirements_install_at_load_for_that_model_alone(tmp_path):
+def test_inference_py_alone_runs_in_the_workers(tmp_path, site):
+    model = loaded(tmp_path, "m", "def handler(d, c): return 1\n")
+    code = model_code(tmp_path, site)
+    assert code.prepare(model, time.monotonic() + 60) == model  # no handler processes
+
+
+def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site):
     model = loaded(tmp_path, "m", "import tinypkg\ndef handler(d, c): return tinypkg.VALUE\n")
     tiny_wheel(model.code_dir / "wheelhouse")
     (model.code_dir / "requirements.txt").write_text("tinypkg==1.0\n")
-    code = ModelCode(None, [], tmp_path / "packages", 120)
-    code.install(model, time.monotonic() + 120)
-    assert (tmp_path / "packages" / model.internal_name / "tinypkg").is_dir()
-    assert handled(code.handlers(model)) == 42
-    assert "tinypkg" not in sys.modules
+    code = model_code(tmp_path, site)
+    prepared = code.prepare(model, time.monotonic() + 120)
+    try:
+        assert prepared.handlers and (tmp_path / "state" / "pools").is_dir()
+        handlers = code.handlers(prepared)
+        assert handlers.remote is not None and handlers.names == ["handler"]
+        assert "tinypkg" not in sys.modules  # imported in its own processes only
+    finally:
+        code.release(prepared)
+    assert not Path(prepared.handlers).exists()
+    assert not list((tmp_path / "state" / "pools").iterdir())
+    assert not (tmp_path / "state" / "environments" / model.internal_name).exists()
 
 
-def test_a_failing_install_is_400_and_leaves_nothing(tmp_path):
+def test_a_failing_install_is_400_with_pips_message_and_leaves_nothing(tmp_path, site):
     model = loaded(tmp_path, "m", "def handler(d, c): return 1\n")
     (model.code_dir / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")
-    code = ModelCode(None, [], tmp_path / "packages", 120)
+    code = model_code(tmp_path, site)
     with pytest.raises(MultiModelError) as info:
-        code.install(model, time.monotonic() + 120)
+        code.prepare(model, time.monotonic() + 120)
     assert info.value.status == 400
-    assert info.value.message.startswith("Model m: pip install -r ")
-    assert not (tmp_path / "packages" / model.internal_name).exists()
+    assert info.value.message.startswith("pip install -r code/requirements.txt failed:\nERROR")
+    assert not (tmp_path / "state" / "environments" / model.internal_name).exists()
+
+
+def test_an_import_error_fails_the_load_with_400(tmp_path, site):
+    model = loaded(tmp_path, "m", "import no_such_module_anywhere\n")
+    (model.code_dir / "helper.py").write_text("X = 1\n")  # its own environment
+    code = model_code(tmp_path, site)
+    with pytest.raises(MultiModelError) as info:
+        code.prepare(model, time.monotonic() + 60)
+    assert info.value.status == 400
+    assert "No module named 'no_such_module_anywhere' (inference.py, line 1)" in info.value.message
+    assert not list((tmp_path / "state" / "pools").iterdir())
+
+
+def test_past_the_bound_of_environments_a_load_is_507(tmp_path, site):
+    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
+    second = loaded(tmp_path, "b", "def handler(d, c): return 2\n")
+    for model in (first, second):
+        (model.code_dir / "helper.py").write_text("X = 1\n")
+    code = model_code(tmp_path, site, max_count=1)
+    registry = Registry(tmp_path / "state")
+    prepared = code.prepare(first, time.monotonic() + 60)
+    registry.write({"a": prepared}, registry.generation())
+    try:
+        with pytest.raises(MultiModelError) as info:
+            code.prepare(second, time.monotonic() + 60)
+        assert info.value.status == 507 and "SAGEMAKER_MME_MAX_ENVIRONMENTS=1" in info.value.message
+    finally:
+        code.release(prepared)
+
+
+def test_pools_no_loaded_model_uses_are_stopped_at_the_next_load(tmp_path, site):
+    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
+    (first.code_dir / "helper.py").write_text("X = 1\n")
+    code = model_code(tmp_path, site)
+    prepared = code.prepare(first, time.monotonic() + 60)  # never listed (as after a crash)
+    assert Path(prepared.handlers).exists()
+    code.prepare(loaded(tmp_path, "b"), time.monotonic() + 60)
+    assert not Path(prepared.handlers).exists()

@@ -5,6 +5,7 @@ what the model client cached is dropped when the models change (a real model ser
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -169,10 +170,13 @@ def test_a_model_is_listed_only_once_prepared_and_a_failed_prepare_loads_nothing
     def prepare(model, deadline):
         listed_while_preparing.append(set(mm.registry.read()))
         assert deadline > time.monotonic()
+        return replace(model, handlers="/pool/a")
 
-    mm.load("a", "a", prepare=prepare)
+    released = []
+    mm.load("a", "a", prepare=prepare, release=released.append)
     assert listed_while_preparing == [set()]
     assert set(mm.registry.read()) == {"a"}
+    assert mm.registry.read()["a"].handlers == "/pool/a" and released == []
 
     def failing(model, deadline):
         raise MultiModelError("pip install failed", 400)
@@ -182,6 +186,8 @@ def test_a_model_is_listed_only_once_prepared_and_a_failed_prepare_loads_nothing
         mm.load("b", "b", prepare=failing)
     assert client.reloads == []  # never sent to a model server
     assert set(mm.registry.read()) == {"a"}
+    mm.unload("a", release=released.append)
+    assert [m.handlers for m in released] == ["/pool/a"]  # what prepare made ends with it
 
 
 def test_after_a_model_server_death_everything_counts_as_unloaded_without_the_lock(

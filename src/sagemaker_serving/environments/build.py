@@ -1,0 +1,219 @@
+"""A `code/` directory made ready to run: its requirements installed, and where it runs.
+
+`requirements.txt` goes into a virtual environment of its own (`ENV_DIR/venv`) whose
+interpreter sees the container's visible packages behind its own (`visible.link_site`, named
+in a `.pth` file): pip installs only what is missing or pinned differently. A package that
+user code asks for and the container has installed but hides from it (TensorFlow, pillow) is
+linked in too (`ENV_DIR/linked`), so pip finds it there instead of downloading it again.
+
+Then the choice of process. The service's workers can run the handlers only if every module
+they would import exists once: the environment must bring no copy of a module the service
+shares with user code (`visible.container_names`). Otherwise, and on a multi-model endpoint
+for every model that brings packages of its own (two models may pin different versions of
+one), the handlers run in a pool of processes on the environment's interpreter
+(`pool.py`), and the service calls them over a unix socket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_serving.environments import visible
+from sagemaker_serving.service.user_code import INFERENCE_FILE, RequirementsTimeout, UserCodeError
+
+log = logging.getLogger(__name__)
+
+REQUIREMENTS_FILE = "requirements.txt"
+LIB_DIR = "lib"
+WHEELHOUSE_DIR = "wheelhouse"
+CONTAINER_PTH = "_sagemaker_container.pth"
+PIP_MESSAGE_LINES = 15
+
+
+def has_user_code(code_dir: Path) -> bool:
+    """The Python service runs when code/ holds any of inference.py, requirements.txt, lib/."""
+    return any((code_dir / name).exists() for name in (INFERENCE_FILE, REQUIREMENTS_FILE, LIB_DIR))
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A code directory ready to import: the directories it imports from (first wins), and
+    whether its handlers need processes of their own (`python`: their interpreter)."""
+
+    code_dir: Path
+    paths: tuple[str, ...]
+    python: str | None = None  # set: a handler pool on this interpreter, else in-process
+    reason: str = ""
+
+    @property
+    def own_process(self) -> bool:
+        return self.python is not None
+
+
+def container_site(directory: Path) -> Path:
+    """The folder of links to what user code sees of the container (made once per run)."""
+    marker = directory / ".complete"
+    if not marker.exists():
+        shutil.rmtree(directory, ignore_errors=True)
+        package = Path(visible.__file__).resolve().parents[1]  # sagemaker_serving/
+        visible.link_site(directory, visible.visible_distributions(), [package])
+        marker.touch()
+    return directory
+
+
+def prepare(
+    code_dir: Path,
+    env_dir: Path,
+    site: Path,
+    timeout_seconds: float,
+    shared_process: bool,
+) -> Environment:
+    """Install code/requirements.txt (unless code/lib is there, as in the AWS container) and
+    decide where the handlers run. `shared_process`: others' handlers may share the service's
+    processes (multi-model), so only code that brings nothing of its own runs there.
+    Raises UserCodeError (pip's message) or RequirementsTimeout."""
+    code_dir = code_dir.absolute()
+    lib = code_dir / LIB_DIR
+    requirements = code_dir / REQUIREMENTS_FILE
+    install = requirements.is_file() and not lib.is_dir()
+    if requirements.is_file() and lib.is_dir():
+        log.info(
+            "%s is not installed: %s is there (its packages are used instead, as in the AWS "
+            "container)",
+            requirements,
+            lib,
+        )
+    site_packages: Path | None = None
+    linked: Path | None = None
+    if install:
+        site_packages, linked = _install(requirements, env_dir, site, timeout_seconds)
+    own = _own_modules(code_dir, site_packages)
+    shared = own & visible.container_names()
+    reason = ""
+    if shared:
+        reason = "it brings its own " + ", ".join(sorted(shared))
+    elif shared_process and (own or install):
+        reason = "a multi-model model with packages of its own"
+    paths = [p for p in (site_packages, linked, lib, code_dir) if p is not None and p.is_dir()]
+    if not reason:
+        return Environment(code_dir, tuple(str(p) for p in paths))
+    if site_packages is None:
+        site_packages = _create_venv(env_dir / "venv", site)
+    return Environment(
+        code_dir,
+        tuple(str(p) for p in (lib, code_dir) if p.is_dir()),
+        python=str(env_dir / "venv" / "bin" / "python"),
+        reason=reason,
+    )
+
+
+def _own_modules(code_dir: Path, site_packages: Path | None) -> set[str]:
+    """Top-level modules the user's directories provide (inference.py itself aside)."""
+    names = visible.provided_names([code_dir / LIB_DIR, code_dir]) - {"inference"}
+    if site_packages is not None:
+        for dist in importlib.metadata.distributions(path=[str(site_packages)]):
+            names |= visible.top_level_names(dist)
+    return names
+
+
+def _create_venv(root: Path, site: Path) -> Path:
+    """A virtual environment without pip whose interpreter sees `site` behind its own
+    site-packages; returns that site-packages."""
+    shutil.rmtree(root, ignore_errors=True)
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = root / "lib" / version / "site-packages"
+    (site_packages / CONTAINER_PTH).write_text(f"{site}\n{root.parent / 'linked'}\n")
+    return site_packages
+
+
+def _install(
+    requirements: Path, env_dir: Path, site: Path, timeout_seconds: float
+) -> tuple[Path, Path]:
+    """pip install -r requirements.txt into a new environment; (its site-packages, the folder
+    of the container's hidden packages it asks for)."""
+    shutil.rmtree(env_dir, ignore_errors=True)
+    env_dir.mkdir(parents=True)
+    site_packages = _create_venv(env_dir / "venv", site)
+    linked = _link_asked_for(requirements, env_dir / "linked")
+    code_dir = requirements.parent
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(env_dir / "venv" / "bin" / "python"),
+        "install",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "-r",
+        str(requirements),
+    ]
+    wheelhouse = code_dir / WHEELHOUSE_DIR
+    if wheelhouse.is_dir():  # shipped wheels: no index (endpoints in network isolation)
+        command += ["--no-index", "--find-links", str(wheelhouse)]
+    log.info("installing %s into %s", requirements, env_dir / "venv")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    try:
+        result = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_seconds,
+            check=False,
+            env=env,
+            cwd=code_dir,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RequirementsTimeout(
+            f"pip install -r code/{REQUIREMENTS_FILE} did not finish within {timeout_seconds:.0f}s"
+        ) from exc
+    if result.returncode != 0:
+        log.error("pip install -r %s failed:\n%s", requirements, result.stdout + result.stderr)
+        raise UserCodeError(
+            f"pip install -r code/{REQUIREMENTS_FILE} failed:\n{pip_message(result)}"
+        )
+    installed = sorted(
+        f"{d.metadata['Name']}=={d.version}"
+        for d in importlib.metadata.distributions(path=[str(site_packages)])
+    )
+    log.info("%s: installed %s", requirements, ", ".join(installed) or "nothing new")
+    return site_packages, linked
+
+
+def _link_asked_for(requirements: Path, target: Path) -> Path:
+    """Links to the container's hidden distributions requirements.txt names (and what they
+    need), so pip finds them installed; pip still installs another version where asked."""
+    try:
+        lines = requirements.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    hidden = visible.closure(visible.requirement_names(lines)) - visible.visible_distributions()
+    visible.link_site(target, hidden)
+    if hidden:
+        log.info(
+            "%s: the container's %s used as installed", requirements, ", ".join(sorted(hidden))
+        )
+    return target
+
+
+def pip_message(result: subprocess.CompletedProcess) -> str:
+    """What pip said that matters: its ERROR lines, else its last lines."""
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    errors = [line for line in lines if line.startswith("ERROR")]
+    return "\n".join(errors or lines[-PIP_MESSAGE_LINES:])
+
+
+def environment_key(code_dir: Path) -> str:
+    """A name for a code directory's environment folder."""
+    return hashlib.sha256(str(code_dir.resolve()).encode()).hexdigest()[:16]

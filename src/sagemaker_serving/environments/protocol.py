@@ -1,0 +1,90 @@
+"""Frames between the service and its handler processes, on a unix stream socket.
+
+A frame: its length (8 bytes, big-endian), a JSON header, a newline, then the raw body.
+
+    service -> host   {"op": "call", "fn": "input_handler", "context": {...}}     + data
+                      {"op": "call", "fn": "output_handler", "context": {...},
+                       "response": {"status": 200, "reason": "OK", "headers": {...},
+                                    "url": "..."}}                              + content
+    host -> service   {"op": "result", "ok": true, "content_type": "..." | null}  + body
+                      {"op": "result", "ok": false, "status": 500, "message": "..."}
+    host -> service   {"op": "callback", "fn": "default_input_handler", ...}     (the
+                      built-in formats run in the service)
+    service -> host   {"op": "reply", "ok": ..., ...}                            + body
+    service -> host   {"op": "hello"}  ->  {"op": "ready", "functions": [...], "pid": N}
+
+Standard library only: the host side runs under the user's interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any, Protocol
+
+LENGTH = struct.Struct(">Q")
+MAX_HEADER_BYTES = 1 << 20
+
+
+class ProtocolError(Exception):
+    """A frame that cannot be read: the connection is not usable any more."""
+
+
+def pack(header: dict[str, Any], body: bytes = b"") -> bytes:
+    head = json.dumps(header, separators=(",", ":")).encode() + b"\n"
+    return LENGTH.pack(len(head) + len(body)) + head + body
+
+
+def unpack(payload: bytes | memoryview) -> tuple[dict[str, Any], bytes]:
+    view = memoryview(payload)
+    end = bytes(view[:MAX_HEADER_BYTES]).find(b"\n")
+    if end < 0:
+        raise ProtocolError("a frame without a header line")
+    try:
+        header = json.loads(bytes(view[:end]))
+    except ValueError as exc:
+        raise ProtocolError(f"an unreadable frame header: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("a frame header that is not an object")
+    return header, bytes(view[end + 1 :])
+
+
+def recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    """`size` bytes, or None when the peer closed before the first one."""
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            if left == size:
+                return None
+            raise ProtocolError("the peer closed the connection inside a frame")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(sock: socket.socket) -> tuple[dict[str, Any], bytes] | None:
+    """The next frame (blocking), or None at a clean end of the connection."""
+    prefix = recv_exactly(sock, LENGTH.size)
+    if prefix is None:
+        return None
+    (size,) = LENGTH.unpack(prefix)
+    payload = recv_exactly(sock, size) if size else b""
+    if payload is None:
+        raise ProtocolError("the peer closed the connection inside a frame")
+    return unpack(payload)
+
+
+def write_frame(sock: socket.socket, header: dict[str, Any], body: bytes = b"") -> None:
+    sock.sendall(pack(header, body))
+
+
+class AsyncReader(Protocol):
+    async def readexactly(self, n: int) -> bytes: ...
+
+
+async def aread_frame(reader: AsyncReader) -> tuple[dict[str, Any], bytes]:
+    """The next frame from an asyncio stream (IncompleteReadError at the end)."""
+    (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
+    return unpack(await reader.readexactly(size) if size else b"")

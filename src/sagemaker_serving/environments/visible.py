@@ -1,0 +1,205 @@
+"""The container's packages that user code sees, and a folder of links to exactly those.
+
+User code sees the standard library, the packages the AWS container offered it (requests,
+boto3, grpcio, protobuf) plus numpy, the packages the service itself runs on (they are in its
+processes anyway), `sagemaker_serving` (HandlerError, the default handlers), and what its own
+`code/lib` and `code/requirements.txt` provide. Everything else installed beside the service
+(TensorFlow, pillow, test and benchmark tools) is hidden, as it would be in the AWS image.
+
+`link_site` makes the folder every user environment layers on: a link per top-level entry of
+the visible distributions (their packages and `.dist-info`), so pip, run for the user's
+environment, sees them installed and installs only what is missing or pinned differently.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+# Offered to user code on purpose, with everything they need (their requirements, recursively).
+USER_DISTRIBUTIONS = ("requests", "boto3", "grpcio", "protobuf", "numpy")
+# The service runs user code in its own processes when it can, so what it imports is there
+# anyway; listed so the set is deliberate (and the same in the images).
+SERVICE_DISTRIBUTIONS = (
+    "falcon",
+    "gunicorn",
+    "uvicorn",
+    "uvicorn-worker",
+    "httptools",
+    "orjson",
+    "prometheus-client",
+    "psutil",
+    "crc32c",
+)
+SERVICE_PACKAGE = "sagemaker_serving"  # HandlerError, Context, the default handlers
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SKIPPED_TOP = ("..", "__pycache__")
+
+
+def canonical(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_names(requirements: Iterable[str]) -> list[str]:
+    """The distribution names a list of requirement strings starts with (extras' ones left
+    out); options, URLs and anything unreadable are skipped."""
+    names = []
+    for requirement in requirements:
+        text = requirement.split("#", 1)[0].strip()
+        if not text or text.startswith("-") or "extra ==" in text or "://" in text:
+            continue
+        match = _NAME.match(text)
+        if match:
+            names.append(canonical(match.group(0)))
+    return names
+
+
+def _installed(name: str) -> importlib.metadata.Distribution | None:
+    try:
+        return importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def closure(roots: Iterable[str]) -> set[str]:
+    """`roots` and everything they require, as canonical names (installed ones only)."""
+    seen: set[str] = set()
+    pending = [canonical(r) for r in roots]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        dist = _installed(name)
+        if dist is None:
+            continue
+        seen.add(name)
+        pending += requirement_names(dist.requires or [])
+    return seen
+
+
+def visible_distributions() -> set[str]:
+    """Every distribution user code sees (canonical names)."""
+    return closure((*USER_DISTRIBUTIONS, *SERVICE_DISTRIBUTIONS))
+
+
+def top_level_names(dist: importlib.metadata.Distribution) -> set[str]:
+    """The importable top-level names a distribution installs."""
+    text = dist.read_text("top_level.txt")
+    if text:
+        return {line.strip() for line in text.splitlines() if line.strip()}
+    names = set()
+    for file in dist.files or []:
+        first = file.parts[0]
+        if first.endswith((".dist-info", ".egg-info", ".data")) or first in _SKIPPED_TOP:
+            continue
+        if len(file.parts) == 1:
+            if not first.endswith((".py", ".so", ".pyd")):
+                continue
+            first = first.split(".")[0]
+        names.add(first)
+    return {name for name in names if name.isidentifier()}
+
+
+def container_names() -> frozenset[str]:
+    """Top-level modules user code shares with the service: the visible distributions' and
+    `sagemaker_serving`. A user environment that brings its own copy of one of them cannot
+    run in the service's processes."""
+    names = {SERVICE_PACKAGE}
+    for name in visible_distributions():
+        dist = _installed(name)
+        if dist is not None:
+            names |= top_level_names(dist)
+    return frozenset(names)
+
+
+def hidden_names() -> frozenset[str]:
+    """Top-level modules installed beside the service that user code must not see."""
+    visible = visible_distributions()
+    allowed = {SERVICE_PACKAGE, *sys.stdlib_module_names}
+    hidden: set[str] = set()
+    for dist in importlib.metadata.distributions():
+        name = canonical(dist.metadata["Name"] or "")
+        names = top_level_names(dist)
+        (allowed.update if name in visible else hidden.update)(names)
+    return frozenset(hidden - allowed)
+
+
+def provided_names(directories: Iterable[str | Path]) -> set[str]:
+    """Top-level module names importable from `directories` (packages and modules)."""
+    names = set()
+    for directory in directories:
+        path = Path(directory)
+        if not path.is_dir():
+            continue
+        for entry in path.iterdir():
+            if entry.name.startswith(".") or entry.name == "__pycache__":
+                continue
+            if entry.is_dir() and not entry.name.endswith((".dist-info", ".egg-info")):
+                names.add(entry.name)
+            elif entry.suffix in (".py", ".so", ".pyd"):
+                names.add(entry.name.split(".")[0])
+    return {n for n in names if n.isidentifier()}
+
+
+def _files(dist: importlib.metadata.Distribution) -> list[str]:
+    """The paths a distribution installed, relative to its site directory, as RECORD lists
+    them (plain strings: TensorFlow's RECORD alone has tens of thousands)."""
+    text = dist.read_text("RECORD") or ""
+    paths = []
+    for line in text.splitlines():
+        path = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line
+        if path and not path.startswith(_SKIPPED_TOP):
+            paths.append(path.strip('"'))
+    return paths
+
+
+def _owners(prefix: str) -> dict[str, set[str]]:
+    """{entry: the distributions that install it or something under it}, for the entries one
+    level below `prefix` ("" for the top level)."""
+    owners: dict[str, set[str]] = {}
+    for dist in importlib.metadata.distributions():
+        name = canonical(dist.metadata["Name"] or "")
+        for path in _files(dist):
+            if path.startswith(prefix):
+                entry = path[len(prefix) :].split("/", 1)[0]
+                owners.setdefault(prefix + entry, set()).add(name)
+    return owners
+
+
+def link_site(target: Path, distributions: Iterable[str], packages: Iterable[Path] = ()) -> Path:
+    """Fill `target` with links to the files of `distributions` (canonical names, installed
+    ones) and to the package folders `packages`: a folder or module that only they install is
+    one link; one shared with another distribution (a namespace such as `google/`) is a real
+    folder holding links to their parts. Returns `target`."""
+    wanted = {name: dist for name in distributions if (dist := _installed(name)) is not None}
+    target.mkdir(parents=True, exist_ok=True)
+    levels: dict[str, dict[str, set[str]]] = {}  # prefix -> its entries' owners, on demand
+    for dist in wanted.values():
+        for path in _files(dist):
+            parts = path.split("/")
+            depth = 1
+            while depth < len(parts):
+                prefix = "/".join(parts[: depth - 1]) + "/" if depth > 1 else ""
+                if prefix not in levels:
+                    levels[prefix] = _owners(prefix)
+                if levels[prefix].get(prefix + parts[depth - 1], set()) <= wanted.keys():
+                    break
+                depth += 1
+            relative = "/".join(parts[:depth])
+            _link(target / relative, Path(str(dist.locate_file(relative))))
+    for package in packages:
+        _link(target / package.name, package)
+    return target
+
+
+def _link(link: Path, source: Path) -> None:
+    if link.is_symlink() or link.exists() or not source.exists():
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(source, link)

@@ -1,0 +1,88 @@
+"""What the user's handlers must return, checked where they return it (the AWS contract).
+
+`input_handler(data, context)` returns the model server's request body: a JSON string or
+bytes-like. `output_handler(response, context)` and `handler(data, context)` return
+`(body, content_type)`, body a string or bytes-like (a bare body is taken too, with the
+content type Accept asks for). Anything else is a HandlerResultError (a 500) that names the
+handler, where it is, what it returned and what was expected.
+
+Standard library only: handler processes run it under the user's interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+_BODY = "a str or bytes-like body"
+EXPECTED = {
+    "input_handler": "a str (JSON) or bytes-like request body for the model server",
+    "output_handler": f"a (body, content_type) pair with {_BODY}",
+    "handler": f"a (body, content_type) pair with {_BODY}",
+}
+_REPR_CHARS = 60
+
+
+class HandlerResultError(TypeError):
+    """A handler returned what the contract does not allow (an error of the user's code: 500)."""
+
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def where(fn: Callable) -> str:
+    """`name (file, line N)` of a user function, without the folders."""
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__name__", "handler")
+    if code is None:
+        return name
+    return f"{name} ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+
+
+def _what(value: Any) -> str:
+    text = repr(value)
+    if len(text) > _REPR_CHARS:
+        text = text[: _REPR_CHARS - 3] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _fail(role: str, fn: Callable | str, value: Any) -> HandlerResultError:
+    name = fn if isinstance(fn, str) else where(fn)
+    return HandlerResultError(f"{name} returned {_what(value)}; expected {EXPECTED[role]}")
+
+
+def as_bytes(value: Any) -> bytes | None:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    return None
+
+
+def request_body(value: Any, fn: Callable | str) -> bytes:
+    """An input_handler's result as the model server's request body."""
+    body = as_bytes(value)
+    if body is None:
+        raise _fail("input_handler", fn, value)
+    return body
+
+
+def answer(
+    value: Any, fn: Callable | str, role: str = "output_handler"
+) -> tuple[bytes, str | None]:
+    """An output_handler's (or handler's) result as (body, content type or None)."""
+    if isinstance(value, tuple | list) and len(value) == 2:
+        body, content_type = as_bytes(value[0]), value[1]
+        if body is not None and (content_type is None or isinstance(content_type, str)):
+            return body, content_type or None
+        raise _fail(role, fn, value)
+    body = as_bytes(value)
+    if body is None:
+        raise _fail(role, fn, value)
+    return body, None

@@ -1,0 +1,124 @@
+"""A code/ directory made ready: requirements into an environment of its own over the
+container's visible packages, and the choice of process (environments/build.py)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+
+import pytest
+from conftest import make_wheel, tiny_wheel
+
+from sagemaker_serving.environments import build
+from sagemaker_serving.service.user_code import RequirementsTimeout, UserCodeError
+
+FAKE_REQUESTS = {"requests/__init__.py": '__version__ = "99.0.0"\n'}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return build.container_site(tmp_path_factory.mktemp("container") / "site")
+
+
+@pytest.fixture
+def code(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # wheels from code/wheelhouse only
+    directory = tmp_path / "code"
+    directory.mkdir()
+    (directory / "inference.py").write_text("def handler(data, context): return 'x'\n")
+    return directory
+
+
+def prepare(code, site, tmp_path, shared_process=False, timeout=120.0) -> build.Environment:
+    return build.prepare(code, tmp_path / "env", site, timeout, shared_process)
+
+
+def run(python: str, script: str) -> str:
+    return subprocess.run(
+        [python, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.strip()
+
+
+def test_code_that_brings_nothing_runs_in_the_service(code, site, tmp_path):
+    environment = prepare(code, site, tmp_path)
+    assert not environment.own_process and environment.paths == (str(code),)
+    assert not (tmp_path / "env").exists()
+
+
+def test_new_packages_install_into_an_environment_the_service_can_import(code, site, tmp_path):
+    tiny_wheel(code / "wheelhouse")
+    (code / "requirements.txt").write_text("tinypkg==1.0\n")
+    environment = prepare(code, site, tmp_path)
+    assert not environment.own_process
+    installed = environment.paths[0]
+    assert installed.endswith("site-packages") and str(tmp_path / "env") in installed
+    assert environment.paths[-1] == str(code)
+
+
+def test_a_pin_of_a_package_the_service_uses_gets_processes_of_its_own(code, site, tmp_path):
+    make_wheel(code / "wheelhouse", "requests", "99.0.0", FAKE_REQUESTS)
+    (code / "requirements.txt").write_text("requests==99.0.0\n")
+    environment = prepare(code, site, tmp_path)
+    assert environment.own_process and environment.reason == "it brings its own requests"
+    assert environment.python is not None
+    seen = run(
+        environment.python,
+        "import requests, numpy, sagemaker_serving, sys; "
+        "print(requests.__version__, numpy.__file__, 'tensorflow' in sys.modules)",
+    )
+    version, numpy_file, _ = seen.split()
+    assert version == "99.0.0" and str(site) in numpy_file  # pip left the rest to the container
+    hidden = subprocess.run(
+        [environment.python, "-c", "import tensorflow"], capture_output=True, text=True
+    )
+    assert hidden.returncode != 0 and "No module named 'tensorflow'" in hidden.stderr
+
+
+def test_a_lib_that_shadows_the_service_gets_processes_of_its_own(code, site, tmp_path):
+    (code / "lib" / "numpy").mkdir(parents=True)
+    (code / "lib" / "numpy" / "__init__.py").write_text("__version__ = 'mine'\n")
+    (code / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")  # not installed
+    environment = prepare(code, site, tmp_path)
+    assert environment.own_process and "numpy" in environment.reason
+    assert environment.paths == (str(code / "lib"), str(code))
+    assert environment.python is not None
+    first = f"import sys; sys.path[:0] = {list(environment.paths)!r}; "  # as the host does
+    assert run(environment.python, first + "import numpy; print(numpy.__version__)") == "mine"
+
+
+def test_requirements_beside_lib_are_not_installed(code, site, tmp_path, caplog):
+    (code / "lib").mkdir()
+    (code / "requirements.txt").write_text("tinypkg==1.0\n")
+    with caplog.at_level(logging.INFO):
+        environment = prepare(code, site, tmp_path)
+    assert environment.paths == (str(code / "lib"), str(code))
+    assert "is not installed" in caplog.text
+
+
+def test_on_a_multi_model_endpoint_anything_beside_inference_py_gets_its_own(code, site, tmp_path):
+    assert not prepare(code, site, tmp_path, shared_process=True).own_process
+    (code / "helper.py").write_text("X = 1\n")
+    environment = prepare(code, site, tmp_path, shared_process=True)
+    assert environment.own_process
+    assert environment.reason == "a multi-model model with packages of its own"
+
+
+def test_a_hidden_container_package_asked_for_is_used_as_installed(code, site, tmp_path, caplog):
+    (code / "requirements.txt").write_text("pillow\n")  # no index, no wheelhouse: none needed
+    with caplog.at_level(logging.INFO):
+        environment = prepare(code, site, tmp_path)
+    assert not environment.own_process
+    assert "the container's pillow used as installed" in caplog.text
+    linked = environment.paths[1]
+    assert (tmp_path / "env" / "linked" / "PIL").is_symlink() and linked.endswith("linked")
+
+
+def test_a_failed_or_slow_install_says_why(code, site, tmp_path):
+    (code / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")
+    with pytest.raises(UserCodeError) as info:
+        prepare(code, site, tmp_path)
+    message = str(info.value)
+    assert message.startswith("pip install -r code/requirements.txt failed:\nERROR:")
+    assert "no-such-package-anywhere" in message
+    with pytest.raises(RequirementsTimeout):
+        prepare(code, site, tmp_path, timeout=0.001)

@@ -1,0 +1,201 @@
+"""Handler processes (host.py) started, called (remote.py), crashed, restarted and stopped
+(pool.py): real processes on a unix socket, no server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagemaker_serving.environments import pool
+from sagemaker_serving.environments.remote import HandlerPool, HandlerProcessError
+from sagemaker_serving.errors import StatusError
+from sagemaker_serving.service.handler_api import Context
+
+CODE = """
+import ctypes, json, os, time
+from sagemaker_serving import HandlerError, default_input_handler, default_output_handler
+
+def input_handler(data, context):
+    body = data.read()
+    if body == b"crash":
+        ctypes.string_at(0)  # SIGSEGV, as a broken extension would
+    if body == b"slow":
+        time.sleep(5)
+    if body == b"refuse":
+        raise HandlerError("no thanks", 422)
+    if body == b"wrong":
+        return {"instances": [1]}
+    if body == b"builtin":
+        return default_input_handler(data, context)
+    return json.dumps({"pid": os.getpid(), "body": body.decode(), "id": context.request_id})
+
+def output_handler(response, context):
+    if response.status_code != 200:
+        return default_output_handler(response, context)
+    return response.text.upper(), "text/plain"
+"""
+
+
+def context(seconds: float = 30.0, **fields) -> Context:
+    values = dict.fromkeys(Context._fields)
+    values.update(
+        grpc_port=9000, request_id="rid-1", accept_header="application/json", timeout=seconds
+    )
+    values["deadline"] = time.monotonic() + seconds
+    values.update(fields)
+    return Context(**values)
+
+
+def spec_for(tmp_path: Path, code: str, processes: int = 2) -> pool.PoolSpec:
+    code_dir = tmp_path / "code"
+    code_dir.mkdir(exist_ok=True)
+    (code_dir / "inference.py").write_text(textwrap.dedent(code))
+    return pool.PoolSpec(
+        pool.new_pool_dir(), sys.executable, code_dir, (str(code_dir),), processes=processes
+    )
+
+
+@pytest.fixture
+def running(tmp_path) -> Iterator[tuple[pool.PoolSpec, subprocess.Popen]]:
+    spec = spec_for(tmp_path, CODE)
+    lifeline, keep = os.pipe()
+    proc = subprocess.Popen(
+        pool.command(spec, lifeline), env=pool.environment(os.environ), pass_fds=(lifeline,)
+    )
+    os.close(lifeline)
+    try:
+        yield spec, proc
+    finally:
+        os.close(keep)  # serve is gone: the pool must end by itself
+        try:
+            proc.wait(15)
+        finally:
+            proc.kill()
+            pool.stop(spec.directory, time.monotonic() + 5)
+
+
+async def callbacks(fn, header, body, ctx):
+    if fn == "default_input_handler":
+        return {"ok": True}, b"built-in:" + body
+    return {"ok": True, "content_type": "application/json"}, b'{"error": "from the service"}'
+
+
+def call(spec, fn, body, ctx=None, response=None) -> tuple[bytes, str | None]:
+    async def go():
+        remote = HandlerPool(spec.socket, ("input_handler", "output_handler"), size=4)
+        try:
+            return await remote.call(fn, body, ctx or context(), callbacks, response)
+        finally:
+            remote.close()
+
+    return asyncio.run(go())
+
+
+def test_handlers_run_in_the_pool_with_the_requests_context(running):
+    spec, proc = running
+    assert pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None) == [
+        "input_handler",
+        "output_handler",
+    ]
+    body, content_type = call(spec, "input_handler", b"hello")
+    assert content_type is None and b'"body": "hello"' in body and b'"id": "rid-1"' in body
+    meta = {"status": 200, "reason": "OK", "headers": {"Content-Type": "text/plain"}, "url": "u"}
+    assert call(spec, "output_handler", b"answer", response=meta) == (b"ANSWER", "text/plain")
+
+
+def test_the_default_handlers_ask_the_service(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    assert call(spec, "input_handler", b"builtin") == (b"built-in:", None)  # data was read
+    meta = {"status": 500, "reason": "", "headers": {}, "url": ""}
+    body, content_type = call(spec, "output_handler", b"{}", response=meta)
+    assert (body, content_type) == (b'{"error": "from the service"}', "application/json")
+
+
+def test_errors_keep_their_status_and_a_broken_contract_is_a_500(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    with pytest.raises(StatusError) as refused:
+        call(spec, "input_handler", b"refuse")
+    assert (refused.value.status, refused.value.message) == (422, "no thanks")
+    with pytest.raises(StatusError) as wrong:
+        call(spec, "input_handler", b"wrong")
+    assert wrong.value.status == 500
+    assert wrong.value.message.startswith("input_handler (inference.py, line 5) returned dict")
+
+
+def test_a_crash_is_a_500_and_the_pool_starts_another_process(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    with pytest.raises(HandlerProcessError) as crashed:
+        call(spec, "input_handler", b"crash")
+    assert crashed.value.status == 500
+    assert "ended while running input_handler" in crashed.value.message
+    deadline = time.monotonic() + 60
+    pids = set()
+    while len(pids) < 2 and time.monotonic() < deadline:  # both processes answer again
+        try:
+            pids.add(call(spec, "input_handler", b"x")[0].split(b",")[0])
+        except StatusError:
+            time.sleep(0.1)
+    assert len(pids) == 2 and proc.poll() is None
+
+
+def test_a_call_past_the_deadline_is_a_504(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    with pytest.raises(HandlerProcessError) as slow:
+        call(spec, "input_handler", b"slow", context(seconds=0.5))
+    assert slow.value.status == 504
+
+
+def test_an_unreachable_pool_is_a_503(tmp_path):
+    spec = spec_for(tmp_path, CODE)
+    with pytest.raises(HandlerProcessError) as down:
+        call(spec, "input_handler", b"x")
+    assert down.value.status == 503
+    pool.stop(spec.directory, time.monotonic() + 1)
+
+
+def test_an_import_error_names_the_file_and_line(tmp_path):
+    spec = spec_for(tmp_path, "import json\nimport no_such_module_here\n")
+    proc = subprocess.Popen(pool.command(spec, None), env=pool.environment(os.environ))
+    try:
+        with pytest.raises(pool.PoolError) as info:
+            pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+        message = str(info.value)
+        assert "ModuleNotFoundError: No module named 'no_such_module_here'" in message
+        assert message.endswith("(inference.py, line 2)")
+        assert proc.wait(15) == 3
+    finally:
+        proc.kill()
+        pool.stop(spec.directory, time.monotonic() + 1)
+
+
+def test_a_detached_pool_outlives_its_starter_and_stops(tmp_path):
+    spec = spec_for(tmp_path, CODE, processes=1)
+    functions = pool.start_detached(spec, None, time.monotonic() + 60)
+    assert functions == ["input_handler", "output_handler"]
+    master = int((spec.directory / "pid").read_text())
+    assert os.getpgid(master) == master  # a session of its own
+    assert b"hello" in call(spec, "input_handler", b"hello")[0]
+    pool.stop(spec.directory, time.monotonic() + 10)
+    assert not spec.directory.exists()
+    assert gone(master)
+
+
+def gone(pid: int) -> bool:
+    """Ended (a zombie counts: init reaps orphans when it gets to them)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except FileNotFoundError:
+        return True

@@ -1,0 +1,78 @@
+"""What user code sees of the container (environments/visible.py), without a server."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+
+from sagemaker_serving.environments import visible
+
+
+def test_the_offered_packages_bring_what_they_need():
+    seen = visible.visible_distributions()
+    assert {"requests", "urllib3", "boto3", "botocore", "numpy", "protobuf", "grpcio"} <= seen
+    assert {"falcon", "gunicorn", "orjson"} <= seen
+    assert "tensorflow" not in seen and "pillow" not in seen
+
+
+def test_container_only_packages_are_hidden_and_the_offered_ones_are_not():
+    hidden = visible.hidden_names()
+    assert {"PIL", "tensorflow", "pytest", "tfs_model_server", "tfs_batch_transform"} <= hidden
+    offered = {"requests", "urllib3", "boto3", "numpy", "grpc", "google", "sagemaker_serving"}
+    assert not offered & hidden
+    assert not set(sys.stdlib_module_names) & hidden
+
+
+def test_the_names_user_code_shares_with_the_service():
+    shared = visible.container_names()
+    assert {"numpy", "requests", "grpc", "google", "falcon", "sagemaker_serving"} <= shared
+    assert "tensorflow" not in shared and "PIL" not in shared
+
+
+def test_provided_names_are_packages_and_modules(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "mod.py").write_text("")
+    (tmp_path / "ext.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    (tmp_path / "pkg-1.0.dist-info").mkdir()
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "README.txt").write_text("")
+    assert visible.provided_names([tmp_path, tmp_path / "missing"]) == {"pkg", "mod", "ext"}
+
+
+def test_requirement_names_skip_options_urls_and_extras():
+    lines = [
+        "numpy==1.26.4  # pinned",
+        "Pillow>=10",
+        "-r other.txt",
+        "--find-links wheels",
+        "",
+        "git+https://example.com/x.git",
+        "protobuf; python_version >= '3.8'",
+        'ml_dtypes ; extra == "dev"',
+    ]
+    assert visible.requirement_names(lines) == ["numpy", "pillow", "protobuf"]
+
+
+def test_the_site_folder_links_exactly_the_visible_distributions(tmp_path):
+    site = visible.link_site(tmp_path / "site", {"requests", "numpy"}, [tmp_path / "ours"])
+    names = {entry.name for entry in site.iterdir()}
+    version = importlib.metadata.version("requests")
+    assert {"requests", f"requests-{version}.dist-info", "numpy"} <= names
+    assert "urllib3" not in names and "tensorflow" not in names
+    assert all((site / name).is_symlink() for name in names)
+    found = {d.metadata["Name"].lower() for d in importlib.metadata.distributions(path=[str(site)])}
+    assert found == {"requests", "numpy"}
+    assert not (site / "ours").exists()  # a package folder that does not exist is skipped
+
+
+def test_a_folder_two_distributions_share_is_a_real_folder_of_links(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    owners = {"google": {"protobuf", "hidden-dist"}, "google/protobuf": {"protobuf"}}
+    monkeypatch.setattr(
+        visible,
+        "_owners",
+        lambda prefix: {k: v for k, v in owners.items() if k.count("/") == prefix.count("/")},
+    )
+    visible.link_site(site, {"protobuf"})
+    assert (site / "google").is_dir() and not (site / "google").is_symlink()
+    assert (site / "google" / "protobuf").is_symlink()
