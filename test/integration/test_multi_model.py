@@ -39,6 +39,10 @@ TINYPKG_INFERENCE = """
 import tinypkg  # from the model's own requirements.txt, installed at load
 
 
+def input_handler(data, context):
+    return data.read()
+
+
 def output_handler(response, context):
     return b'{"tinypkg": %d}' % tinypkg.VALUE, "application/json"
 """

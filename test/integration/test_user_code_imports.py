@@ -1,6 +1,7 @@
 """What user code imports, as in the AWS container: code/lib, requirements.txt (ignored beside
-lib), only a deliberate set of the container's packages (no pillow), a user's own version of a
-package the service uses, and each multi-model model's own lib."""
+lib), only a deliberate set of the container's packages (no pillow), and each multi-model
+model's own lib (a user's own version of a package the service uses:
+test_user_environments.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import textwrap
 
 import pytest
 import requests
-from conftest import make_wheel, serve_stack
+from conftest import serve_stack
 
 # The AWS container's test/resources/examples/test4 and test5: a module from code/lib, and
 # pillow absent (with test4, pillow is listed in a requirements.txt beside lib).
@@ -45,38 +46,6 @@ def _process_output(data, context):
         raise ValueError(data.content.decode("utf-8"))
     return data.content, context.accept_header
 """
-
-# requirements.txt pins a `requests` of its own (99.0.0 from code/wheelhouse): user code gets
-# it, the service (whose model client and handler contract use requests) goes on with its own.
-OWN_REQUESTS = """
-import json
-
-import requests
-
-import sagemaker_serving
-
-
-def input_handler(data, context):
-    assert requests.__version__ == "99.0.0", requests.__version__
-    return data.read()
-
-
-def output_handler(response, context):
-    try:
-        import tensorflow  # noqa: F401
-        hidden = False
-    except ModuleNotFoundError as exc:
-        hidden = "code/requirements.txt" in str(exc)
-    doc = {
-        "user_requests": requests.__version__,
-        "response_type": type(response).__module__,
-        "tensorflow_hidden": hidden,
-        "tfs": response.json(),
-    }
-    return json.dumps(doc), "application/json"
-"""
-
-FAKE_REQUESTS = {"requests/__init__.py": '__version__ = "99.0.0"\n'}
 
 
 def _aws_example(root, with_requirements: bool):
@@ -115,30 +84,6 @@ def test_the_aws_containers_lib_examples_run_unchanged(tmp_path, with_requiremen
     assert f"installing {requirements}" not in log
     if with_requirements:
         assert f"{requirements} is not installed: {models / 'code' / 'lib'} is there" in log
-
-
-def test_a_users_own_requests_wins_for_user_code_and_the_service_keeps_its_own(tmp_path):
-    import example_models as em
-
-    models = tmp_path / "model"
-    em.half_plus_three_tf1(models / "half_plus_three", versions=(1,))
-    code = models / "code"
-    code.mkdir(parents=True)
-    (code / "inference.py").write_text(textwrap.dedent(OWN_REQUESTS))
-    make_wheel(code / "wheelhouse", "requests", "99.0.0", FAKE_REQUESTS)
-    (code / "requirements.txt").write_text("requests==99.0.0\n")
-    with serve_stack(models, tmp_path) as server:
-        for _ in range(3):  # every worker
-            reply = requests.post(
-                f"{server.url}/invocations", data='{"instances": [1.0]}', timeout=30
-            )
-            assert reply.status_code == 200, reply.text
-            assert reply.json() == {
-                "user_requests": "99.0.0",
-                "response_type": "requests.models",
-                "tensorflow_hidden": True,
-                "tfs": {"predictions": [3.5]},
-            }
 
 
 MODEL_WITH_LIB = """

@@ -198,11 +198,17 @@ def _link_asked_for(requirements: Path, target: Path) -> Path:
         lines = requirements.read_text(errors="replace").splitlines()
     except OSError:
         lines = []
-    hidden = visible.closure(visible.requirement_names(lines)) - visible.visible_distributions()
+    asked = set(visible.requirement_names(lines))
+    hidden = visible.closure(asked) - visible.visible_distributions()
     visible.link_site(target, hidden)
     if hidden:
+        named = ", ".join(sorted(hidden & asked))
+        rest = ", ".join(sorted(hidden - asked))
         log.info(
-            "%s: the container's %s used as installed", requirements, ", ".join(sorted(hidden))
+            "%s: the container's %s used as installed%s",
+            requirements,
+            named,
+            f" (with what it needs: {rest})" if rest else "",
         )
     return target
 
