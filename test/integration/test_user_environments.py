@@ -354,14 +354,21 @@ DECODERS = {
 }
 
 
-@pytest.mark.parametrize("decoder", list(DECODERS))
-def test_the_object_detection_posts_image_to_numpy_handler(tmp_path, decoder):
+@pytest.fixture(scope="module")
+def conv_model(tmp_path_factory) -> Path:
+    """A small conv net on 64x64x3 float images (example_models), built once."""
     import example_models as em
+
+    return em.ensure_built("conv", tmp_path_factory.getbasetemp() / "shared-models" / "conv")
+
+
+@pytest.mark.parametrize("decoder", list(DECODERS))
+def test_the_object_detection_posts_image_to_numpy_handler(tmp_path, conv_model, decoder):
     import numpy as np
     from PIL import Image
 
     models = tmp_path / "model"
-    em.ensure_built("conv", models / "conv")
+    shutil.copytree(conv_model, models / "conv")
     decoder_import, decode, requirements = DECODERS[decoder]
     code = IMAGE_AS_ARRAY.format(decoder_import=decoder_import, decode=decode)
     write_code(models / "code", code, requirements)

@@ -8,8 +8,6 @@ a handler process, the service's in the service).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import threading
 from typing import Any
 
@@ -48,8 +46,23 @@ def context_fields(context: Context) -> dict[str, Any]:
     return fields
 
 
+class OnePieceBody:
+    """A body as `requests.Response.raw`: read whole by `.content`, in one piece."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def read(self, amt: Any = None, **_: Any) -> bytes:
+        data, self._data = self._data or b"", b""
+        return data
+
+    def close(self) -> None:
+        self._data = b""
+
+
 def make_response(meta: dict[str, Any], body: bytes) -> Any:
-    """The model server's answer as a requests.Response (the user's requests)."""
+    """The model server's answer as a requests.Response (the user's requests), through its
+    public attributes."""
     import requests
     from requests.structures import CaseInsensitiveDict
     from requests.utils import get_encoding_from_headers
@@ -58,10 +71,11 @@ def make_response(meta: dict[str, Any], body: bytes) -> Any:
     reply.status_code = int(meta["status"])
     reply.reason = meta.get("reason") or ""
     reply.headers = CaseInsensitiveDict(meta.get("headers") or {})
-    reply.raw = io.BytesIO(body)
+    reply.raw = OnePieceBody(body)
     reply.url = meta.get("url") or ""
-    with contextlib.suppress(Exception):
-        reply.request = requests.Request("POST", reply.url).prepare()
+    request = requests.PreparedRequest()  # what was asked, without parsing the URL again
+    request.method, request.url, request.headers = "POST", reply.url, CaseInsensitiveDict()
+    reply.request = request
     reply.encoding = get_encoding_from_headers(reply.headers)
     return reply
 

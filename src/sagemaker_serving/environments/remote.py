@@ -68,10 +68,10 @@ class HandlerPool:
         async with self._slots:
             reader, writer = await self._connection(context.deadline)
             try:
-                reply, data = await asyncio.wait_for(
-                    self._exchange(reader, writer, header, body, context, callbacks),
-                    max(0.001, context.deadline - time.monotonic()),
-                )
+                async with asyncio.timeout(max(0.001, context.deadline - time.monotonic())):
+                    reply, data = await self._exchange(
+                        reader, writer, header, body, context, callbacks
+                    )
             except TimeoutError:
                 writer.close()
                 raise HandlerProcessError(

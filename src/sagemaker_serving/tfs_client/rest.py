@@ -16,13 +16,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
+from sagemaker_serving.environments.messages import OnePieceBody
 from sagemaker_serving.tfs_client import health
 from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
 from sagemaker_serving.tfs_client.errors import (
@@ -140,20 +140,6 @@ class RestClient:
         return pool
 
 
-class _Body:
-    """The answer's body as `requests.Response.raw`: read whole by `.content` (one piece)."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data: bytes | None = data
-
-    def read(self, amt: Any = None, **_: Any) -> bytes:
-        data, self._data = self._data or b"", b""
-        return data
-
-    def close(self) -> None:
-        self._data = b""
-
-
 @dataclass(frozen=True)
 class _Call:
     """One request to a model server URI, checked and split for a connection pool."""
@@ -201,7 +187,7 @@ def response(answer: Answer, request: requests.PreparedRequest) -> requests.Resp
     reply.status_code = answer.status
     reply.reason = answer.reason
     reply.headers = CaseInsensitiveDict(answer.headers)
-    reply.raw = _Body(answer.body)
+    reply.raw = OnePieceBody(answer.body)
     reply.url = request.url or ""
     reply.request = request
     reply.encoding = get_encoding_from_headers(reply.headers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import make_wheel, tiny_wheel
@@ -122,3 +123,16 @@ def test_a_failed_or_slow_install_says_why(code, site, tmp_path):
     assert "no-such-package-anywhere" in message
     with pytest.raises(RequirementsTimeout):
         prepare(code, site, tmp_path, timeout=0.001)
+
+
+def test_a_wheelhouse_installs_without_any_index(code, site, tmp_path, monkeypatch):
+    monkeypatch.delenv("PIP_NO_INDEX")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")  # nothing answers there
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    tiny_wheel(code / "wheelhouse")
+    (code / "requirements.txt").write_text("tinypkg==1.0\n")
+    environment = prepare(code, site, tmp_path, timeout=60)
+    assert "tinypkg" in {p.name for p in Path(environment.paths[0]).iterdir()}
+    (code / "requirements.txt").write_text("tinypkg==1.0\nnot-in-the-wheelhouse==1.0\n")
+    with pytest.raises(UserCodeError, match="No matching distribution found for not-in-the"):
+        prepare(code, site, tmp_path, timeout=60)

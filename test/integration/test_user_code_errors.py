@@ -1,0 +1,139 @@
+"""User code that breaks the contract, said clearly: an inference.py that cannot be imported or
+defines no handler stops serve with the file, the line and the error as its last line; a
+handler that returns the wrong type is a JSON 500 naming it, what it returned and what was
+expected. Both where handlers run in the service's workers and in processes of their own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import SERVE, free_port_range, serve_stack
+
+# code/lib with a module the service itself uses (crc32c): the handlers get processes of their
+# own (environments/build.py), with no download
+PLACES = {"workers": {}, "own processes": {"lib/crc32c.py": "VALUE = 'mine'\n"}}
+
+
+def models_with(tmp_path: Path, code: str, extra: dict[str, str]) -> Path:
+    import example_models as em
+
+    models = tmp_path / "model"
+    em.half_plus_three_tf1(models / "half_plus_three", versions=(1,))
+    (models / "code").mkdir()
+    (models / "code" / "inference.py").write_text(textwrap.dedent(code))
+    for name, text in extra.items():
+        (models / "code" / name).parent.mkdir(parents=True, exist_ok=True)
+        (models / "code" / name).write_text(text)
+    return models
+
+
+def run_serve(model_dir: Path, tmp: Path) -> subprocess.CompletedProcess:
+    port, high = free_port_range(5)
+    env = {"SAGEMAKER_BIND_TO_PORT": str(port), "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{high}"}
+    return subprocess.run(
+        [
+            SERVE,
+            "--model-dir",
+            str(model_dir),
+            "--run-dir",
+            str(tmp / "run"),
+            "--host",
+            "127.0.0.1",
+        ],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def last_line(text: str) -> str:
+    return [line for line in text.splitlines() if line.strip()][-1]
+
+
+@pytest.mark.parametrize("place", list(PLACES))
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("import json\n\ndef handler(:\n", "SyntaxError: invalid syntax (inference.py, line 3)"),
+        (
+            "import json\nimport no_such_module_anywhere\n",
+            "ModuleNotFoundError: No module named 'no_such_module_anywhere' (inference.py, line 2)",
+        ),
+        (
+            "def output_handler(response, context):\n    return response.content\n",
+            "looked for handler, input_handler, output_handler",
+        ),
+    ],
+    ids=["syntax", "import", "no-handler"],
+)
+def test_code_that_cannot_run_stops_serve_saying_where_and_why(tmp_path, place, code, expected):
+    models = models_with(tmp_path, code, PLACES[place])
+    result = run_serve(models, tmp_path)
+    assert result.returncode == 1
+    line = last_line(result.stderr)
+    assert "cannot start:" in line and expected in line, result.stderr[-3000:]
+    assert "inference.py" in line
+
+
+WRONG_TYPES = """
+import json
+
+def input_handler(data, context):
+    body = data.read()
+    if body == b"dict":
+        return {"instances": [1.0]}
+    return body
+
+def output_handler(response, context):
+    if context.custom_attributes == "answer=dict":
+        return {"predictions": response.json()["predictions"]}
+    if context.custom_attributes == "answer=int":
+        return 42
+    return response.content, "application/json"
+"""
+
+
+@pytest.mark.parametrize("place", list(PLACES))
+def test_a_handler_that_returns_the_wrong_type_is_a_500_that_says_so(tmp_path, place):
+    models = models_with(tmp_path, WRONG_TYPES, PLACES[place])
+    cases = [
+        (
+            b"dict",
+            None,
+            "input_handler (inference.py, line 4) returned dict {'instances': [1.0]}"
+            "; expected a str (JSON) or bytes-like request body for the model server",
+        ),
+        (
+            b'{"instances": [1.0]}',
+            "answer=dict",
+            "output_handler (inference.py, line 10) "
+            "returned dict {'predictions': [3.5]}; expected a (body, content_type) pair",
+        ),
+        (
+            b'{"instances": [1.0]}',
+            "answer=int",
+            "output_handler (inference.py, line 10) "
+            "returned int 42; expected a (body, content_type) pair",
+        ),
+    ]
+    with serve_stack(models, tmp_path) as server:
+        ok = requests.post(f"{server.url}/invocations", data='{"instances": [1.0]}', timeout=60)
+        assert ok.status_code == 200 and ok.json() == {"predictions": [3.5]}
+        for body, attributes, message in cases:
+            headers = {"X-Amzn-SageMaker-Custom-Attributes": attributes} if attributes else {}
+            reply = requests.post(
+                f"{server.url}/invocations", data=body, headers=headers, timeout=60
+            )
+            assert reply.status_code == 500, reply.text
+            assert reply.headers["Content-Type"] == "application/json"
+            assert reply.json()["error"].startswith(message), reply.text
+            assert str(tmp_path) not in reply.text  # no folders
+        log = server.log()
+    for _, _, message in cases:
+        assert message in log
