@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from process_utils.arguments import ArgumentParser
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.code_location import misplaced_code
@@ -115,7 +116,7 @@ class Stack:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="serve", description="Serve TensorFlow SavedModels the SageMaker way."
     )
     parser.add_argument(
