@@ -8,19 +8,19 @@ STAMP := $(VENV)/.installed
 
 install: system-deps $(STAMP)
 
-# nginx with its njs and headers-more modules, and wrk for `make perf`/`make soak` (Debian
-# packages), installed when missing.
+# nginx with its njs and headers-more modules, wrk for `make perf`/`make soak` and curl for the
+# documentation's commands (Debian packages), installed when missing.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 system-deps:
 	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so ] || \
-	    ! command -v wrk >/dev/null 2>&1 || \
+	    ! command -v wrk >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1 || \
 	    ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
-		echo "installing nginx, its njs and headers-more modules, wrk and python3-venv"; \
+		echo "installing nginx, its njs and headers-more modules, wrk, curl and python3-venv"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk python3-venv \
+			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk curl python3-venv \
 			>/dev/null; \
 	fi
 
