@@ -8,40 +8,61 @@ STAMP := $(VENV)/.installed
 
 install: system-deps $(STAMP)
 
-# nginx with its njs and headers-more modules, and wrk for `make perf`/`make soak` (Debian
-# packages), installed when missing.
+# nginx with its njs and headers-more modules, wrk for `make perf`/`make soak` and curl for the
+# documentation's commands (Debian packages), installed when missing.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 system-deps:
 	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so ] || \
-	    ! command -v wrk >/dev/null 2>&1 || \
+	    ! command -v wrk >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1 || \
 	    ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
-		echo "installing nginx, its njs and headers-more modules, wrk and python3-venv"; \
+		echo "installing nginx, its njs and headers-more modules, wrk, curl and python3-venv"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk python3-venv \
+			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk curl python3-venv \
 			>/dev/null; \
 	fi
 
+# The project and its dependencies (setup.py: TensorFlow, tensorflow-serving-api, gunicorn,
+# falcon, ... and the test and lint tools) in $(VENV), with pip's own progress.
 $(STAMP): setup.py pyproject.toml
+	@echo "make install: a Python environment in $(VENV) with this project (editable) and its"
+	@echo "dependencies from setup.py (TensorFlow, tensorflow-serving-api, gunicorn, falcon, ...,"
+	@echo "the test and lint tools): about 3 GB to download and unpack, a few minutes"
 	python3 -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --upgrade pip
+	$(PIP) install -e '.[dev]'
+	@echo "make install: done, $(VENV) takes $$(du -sh $(VENV) | cut -f1)"
 	touch $(STAMP)
 
+# The quick start's model: run/models/half_plus_three, with two versions that answer
+# differently, 123 (y = 0.5x + 2) and the latest, 124 (y = 0.5x + 3). TensorFlow's output of
+# the build goes to run/example-model.log (shown when the build fails). EXAMPLE_STAMP names
+# this recipe: a model built by an older one is built again.
 EXAMPLE_MODEL := run/models/half_plus_three
+EXAMPLE_STAMP := run/.example-model-2
+EXAMPLE_BUILD := PYTHONPATH=test/support $(PY) -m example_models
 
-$(EXAMPLE_MODEL): | $(STAMP)
-	PYTHONPATH=test/support $(PY) -m example_models half_plus_three $@
+$(EXAMPLE_STAMP): | $(STAMP)
+	@echo "building the example model $(EXAMPLE_MODEL) (versions 123 and 124)"
+	@mkdir -p run/models && rm -rf $(EXAMPLE_MODEL) $(EXAMPLE_MODEL).tmp
+	@{ $(EXAMPLE_BUILD) half_plus_two $(EXAMPLE_MODEL).tmp --version 123 && \
+	   $(EXAMPLE_BUILD) half_plus_three $(EXAMPLE_MODEL).tmp --version 124; } \
+	   > run/example-model.log 2>&1 || { cat run/example-model.log; exit 1; }
+	@mv $(EXAMPLE_MODEL).tmp $(EXAMPLE_MODEL) && touch $@
 
-# The whole stack (nginx + model server) on localhost:8080, in the foreground; Ctrl-C stops it.
-serve: install $(EXAMPLE_MODEL)
-	@echo "Serving run/models on http://localhost:8080 (Ctrl-C stops). Try:"
-	@echo "  curl localhost:8080/ping -i"
-	@echo "  curl -X POST localhost:8080/invocations -d '{\"instances\":[1.0,2.0,5.0]}'"
-	@echo "  curl -X POST localhost:8080/invocations -H 'Content-Type: text/csv' -H 'Accept: text/csv' --data-binary \$$'1.0\\n2.0\\n'"
-	@echo "  curl -X POST localhost:8080/invocations -H 'X-Amzn-SageMaker-Custom-Attributes: tfs-model-version=124' -d '1.0'"
+.PHONY: example-model
+example-model: $(EXAMPLE_STAMP)
+
+# The whole stack (nginx + model server) on localhost:8080 (SAGEMAKER_BIND_TO_PORT), in the
+# foreground; Ctrl-C stops it.
+SERVE_PORT = $${SAGEMAKER_BIND_TO_PORT:-8080}
+serve: install $(EXAMPLE_STAMP)
+	@echo "Serving run/models on http://localhost:$(SERVE_PORT) (Ctrl-C stops). Try:"
+	@echo "  curl -i localhost:$(SERVE_PORT)/ping"
+	@echo "  curl -X POST localhost:$(SERVE_PORT)/invocations -d '{\"instances\":[1.0,2.0,5.0]}'"
+	@echo "  curl -X POST localhost:$(SERVE_PORT)/invocations -H 'X-Amzn-SageMaker-Custom-Attributes: tfs-model-version=123' -d '1.0'"
 	$(VENV)/bin/serve --model-dir $(abspath run/models) --run-dir $(abspath run/serve) --host 127.0.0.1
 
 test: install

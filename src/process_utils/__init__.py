@@ -1,6 +1,7 @@
 """Process mechanisms shared by serve, the model server, the Batch Transform runner and the
 tests: stop a process (graceful signal, deadline, SIGKILL), make a child die with its parent,
-find free loopback ports. Standard library only; imports none of the other packages."""
+find free loopback ports, a command line whose errors come first (arguments.py). Standard
+library only; imports none of the other packages."""
 
 from process_utils.parent_death import die_with_parent
 from process_utils.ports import free_port, free_port_range

@@ -15,6 +15,7 @@ import requests
 log = logging.getLogger(__name__)
 
 PING_TIMEOUT = 2.0  # SageMaker's per-request /ping timeout
+WAIT_REPORT_SECONDS = 5.0  # while waiting for /ping: a line this often
 BACKOFF_BASE = 0.5
 BACKOFF_CAP = 20.0
 CHUNK = 1024 * 1024
@@ -50,8 +51,11 @@ class Endpoint:
         return session
 
     def wait_healthy(self, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
-        """Block until GET /ping answers 200; TimeoutError after `timeout` seconds."""
-        deadline = time.monotonic() + timeout
+        """Block until GET /ping answers 200, saying what it waits for every
+        WAIT_REPORT_SECONDS; TimeoutError after `timeout` seconds."""
+        started = time.monotonic()
+        deadline = started + timeout
+        report_at = started + WAIT_REPORT_SECONDS
         last = "no answer"
         while time.monotonic() < deadline:
             if not alive():
@@ -63,6 +67,13 @@ class Endpoint:
                 last = f"HTTP {reply.status_code}"
             except requests.RequestException as err:
                 last = type(err).__name__
+            now = time.monotonic()
+            if now >= report_at:
+                log.info(
+                    "waiting for %s/ping to answer 200 (%s): %.0f s of --startup-timeout %.0f",
+                    self.url, last, now - started, timeout,
+                )  # fmt: skip
+                report_at = now + WAIT_REPORT_SECONDS
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
         raise TimeoutError(f"{self.url}/ping did not answer 200 within {timeout:.0f} s ({last})")
 

@@ -389,6 +389,10 @@ def run_job(config: JobConfig, progress: Progress | None = None) -> JobSummary:
     Raises ConfigError for invalid settings, and the error of a container that does not start.
     """
     processing = config.validate()
+    # the input and the output first: a missing one fails at once, not after the start-up
+    source = open_input(config.input, config.s3_endpoint_url)
+    objects = source.list()
+    sink = open_output(config.output, config.s3_endpoint_url)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         urls = list(config.endpoints)
@@ -409,7 +413,17 @@ def run_job(config: JobConfig, progress: Progress | None = None) -> JobSummary:
             endpoints[0].execution_parameters(),
         )
         log.info("parameters: %s", _describe(params))
-        return _transform(config, processing, params, endpoints, progress, startup)
+        inputs = Inputs(source, objects, sink)
+        return _transform(config, processing, params, endpoints, progress, inputs, startup)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The job's input (listed) and output stores."""
+
+    source: InputStore
+    objects: list[InputObject]
+    sink: OutputStore
 
 
 def _transform(
@@ -418,12 +432,11 @@ def _transform(
     params: Parameters,
     endpoints: list[Endpoint],
     progress: Progress | None,
+    inputs: Inputs,
     startup_seconds: float = 0.0,
 ) -> JobSummary:
-    source = open_input(config.input, config.s3_endpoint_url)
-    sink = open_output(config.output, config.s3_endpoint_url)
+    source, objects, sink = inputs.source, inputs.objects, inputs.sink
     sink.cleanup()
-    objects = source.list()
     done = sink.existing() if config.resume else set()
     todo = [obj for obj in objects if obj.key + OUTPUT_SUFFIX not in done]
     progress = progress or make_progress()

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from process_utils.arguments import ArgumentParser
+
 from .assembly import ASSEMBLE_WITH
 from .data_processing import JOIN_SOURCES
 from .framing import SPLIT_TYPES
@@ -71,7 +73,7 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tfs-batch-transform",
         description="Run a SageMaker Batch Transform job locally, with SageMaker's splitting, "
         "batching, assembly, DataProcessing and failure semantics.",

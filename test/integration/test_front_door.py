@@ -4,7 +4,6 @@ answers of any size, bodies with huge fields, and what one slow client can hold.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import socket
 import threading
@@ -15,6 +14,7 @@ import psutil
 import pytest
 import requests
 from conftest import ServeProcess, serve_stack
+from raw_http import chunked_post, padded_tfs_request, raw, split_reply
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 CLIENT_TIMEOUT = 3  # SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS of these stacks
@@ -88,32 +88,6 @@ def any_stack(request):
 def post(server: ServeProcess, body, content_type="application/json", **headers):
     headers = {"Content-Type": content_type, **headers}
     return requests.post(f"{server.url}/invocations", data=body, headers=headers, timeout=120)
-
-
-def raw(port: int, data: bytes, timeout: float = 10.0, source: str = "127.0.0.1") -> bytes:
-    """Send raw bytes; read one answer (to its Content-Length), or until the server closes."""
-    address = ("127.0.0.1", port)
-    with socket.create_connection(address, timeout=timeout, source_address=(source, 0)) as sock:
-        sock.sendall(data)
-        reply = b""
-        try:
-            while chunk := sock.recv(65536):
-                reply += chunk
-                head, sep, body = reply.partition(b"\r\n\r\n")
-                length = re.search(rb"(?im)^content-length:\s*(\d+)", head)
-                if sep and length and len(body) >= int(length[1]):
-                    break
-        except (TimeoutError, ConnectionResetError):
-            pass
-    return reply
-
-
-def split_reply(reply: bytes) -> tuple[int, dict[str, str], bytes]:
-    head, _, body = reply.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
-    return status, headers, body
 
 
 def assert_json_error(status: int, headers: dict[str, str], body: bytes, expected: int) -> dict:
@@ -322,6 +296,21 @@ def test_one_field_of_several_megabytes(any_stack, body, content_type):
     assert reply.json() == {"predictions": [FIELD if b'""' not in body else FIELD * 3 // 4]}
     assert time.monotonic() - started < 60  # linear: seconds at most, never minutes
     assert_nginx_memory_returns(any_stack, before)
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at_the_limit", "one_byte_over"])
+def test_a_chunked_body_is_served_up_to_the_limit_and_413_json_past_it(any_stack, extra):
+    """The framing of a chunked body near the limit once pushed it into a temporary file that
+    the fast path could not read (500)."""
+    body = padded_tfs_request(100 * MIB + extra)  # streamed in 16 KiB chunks
+    reply = raw(any_stack.port, chunked_post("/invocations", body, "application/json", 16384), 120)
+    if extra:
+        doc = assert_json_error(*split_reply(reply), 413)
+        assert doc["error"].startswith("Payload Too Large: the request body is over the 100m")
+    else:
+        status, _, body = split_reply(reply)
+        assert status == 200, body[:300]
+        assert json.loads(body) == {"predictions": [3.5, 4.0]}
 
 
 def test_a_long_csv_field_does_not_take_a_worker_down(stack):

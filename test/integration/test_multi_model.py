@@ -23,6 +23,8 @@ import psutil
 import pytest
 import requests
 from conftest import serve_stack, tiny_wheel
+from raw_http import chunked_post, padded_tfs_request, split_reply
+from raw_http import raw as raw_exchange
 
 MME = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_GUNICORN_WORKERS": "2"}
 INFERENCE = """
@@ -331,6 +333,26 @@ def test_options_is_405_json(mme, target, allowed):
     reply = requests.options(f"{mme.url}{target}", timeout=10)
     assert reply.status_code == 405 and reply.json()["error"]
     assert sorted(reply.headers["Allow"].split(", ")) == sorted(allowed.split(", "))
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["at_the_limit", "one_byte_over"])
+def test_a_chunked_invoke_is_served_up_to_the_limit_and_413_json_past_it(mme, model_root, extra):
+    """Streamed in 16 KiB chunks to exactly the default body limit: served; a byte more: 413."""
+    name = f"streamed-{extra}"
+    assert load(mme, name, str(model_root / "m19")).status_code == 200
+    try:
+        body = padded_tfs_request(100 * 1024 * 1024 + extra)
+        data = chunked_post(f"{path(name)}/invoke", body, "application/json", 16384)
+        status, headers, answer = split_reply(raw_exchange(mme.port, data, timeout=120))
+    finally:
+        assert unload(mme, name).status_code == 200
+    assert headers["content-type"] == "application/json", answer[:300]
+    if extra:
+        assert status == 413, answer[:300]
+        assert orjson.loads(answer)["error"].startswith("Payload Too Large: the request body is")
+    else:
+        assert status == 200, answer[:300]
+        assert orjson.loads(answer)["tfs"]["predictions"] == [3.5, 4.0]
 
 
 def test_a_load_url_over_255_characters_is_400_json(mme):

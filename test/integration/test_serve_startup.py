@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
 import subprocess
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import SERVE, free_port_range
+
+from process_utils import terminate
 
 
 def run_serve(model_dir: Path, tmp: Path, env: dict[str, str], timeout: float = 120):
@@ -89,3 +96,120 @@ def test_batching_settings_reach_the_model_server(good_models, tmp_path):
         body = '{"instances": [1.0, 2.0, 3.0, 4.0, 5.0]}'
         reply = requests.post(f"{server.url}/invocations", data=body, timeout=30)
         assert reply.status_code == 400 and "batch" in reply.json()["error"].lower()
+
+
+# ----- the front port, and what a refused start leaves behind ---------------------------------
+
+
+@pytest.fixture
+def tmpdir_env():
+    """A short TMPDIR of its own (a unix socket's path must stay under 108 bytes)."""
+    path = Path(tempfile.mkdtemp(prefix="t-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def start_serve(model_dir: Path, tmpdir: Path, env: dict[str, str], port: int) -> subprocess.Popen:
+    """serve on `port` without --run-dir (its directories under TMPDIR=tmpdir), its stdout
+    and stderr one pipe."""
+    low, high = free_port_range(4)
+    settings = {
+        "SAGEMAKER_BIND_TO_PORT": str(port),
+        "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
+        "TMPDIR": str(tmpdir),
+        **env,
+    }
+    return subprocess.Popen(
+        [SERVE, "--model-dir", str(model_dir), "--host", "127.0.0.1"],
+        env={**os.environ, **settings},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def output_until_exit(proc: subprocess.Popen, timeout: float, stop_at: str) -> tuple[str, bool]:
+    """serve's output, and whether it exited by itself within `timeout` s; should it print
+    `stop_at` first, or outlive the deadline, it is stopped at once."""
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if stop_at in line:
+                seen.set()
+        seen.set()  # the end of its output
+
+    threading.Thread(target=read, daemon=True).start()
+    seen.wait(timeout)
+    if stop_at not in "".join(lines):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
+    exited = proc.poll() is not None
+    terminate(proc, 40)
+    return "".join(lines), exited
+
+
+@pytest.fixture
+def held_port():
+    """A port something else listens on (as another serve, or any program, would)."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield other.getsockname()[1]
+
+
+def test_a_port_in_use_stops_serve_at_once_naming_it(good_models, tmpdir_env, held_port):
+    proc = start_serve(good_models, tmpdir_env, {}, held_port)
+    output, exited = output_until_exit(proc, 60, "ready:")
+    assert exited and proc.returncode == 2, output[-3000:]
+    assert f"port {held_port}" in output and "SAGEMAKER_BIND_TO_PORT" in output, output
+    assert "ready" not in output
+    assert "starting" not in output  # nothing was started: no model server, no nginx
+    assert list(tmpdir_env.iterdir()) == []
+
+
+FAKE_NGINX = """#!/bin/sh
+# the real nginx for `-t`; otherwise a process that never listens
+for arg in "$@"; do [ "$arg" = "-t" ] && %s; done
+exec sleep 600
+"""
+
+
+def fake_nginx(tmp: Path, config_test: str) -> dict[str, str]:
+    """PATH with an `nginx` first whose config test runs `config_test`, and that otherwise
+    never listens."""
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nginx").write_text(FAKE_NGINX % config_test)
+    (bin_dir / "nginx").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_ready_is_never_said_before_nginx_listens(good_models, tmp_path, tmpdir_env):
+    real = shutil.which("nginx") or "/usr/sbin/nginx"
+    env = {**fake_nginx(tmp_path, f'exec {real} "$@"'), "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "30"}
+    port, _ = free_port_range(1)
+    proc = start_serve(good_models, tmpdir_env, env, port)
+    output, exited = output_until_exit(proc, 150, "ready:")
+    assert "ready:" not in output, output[-3000:]
+    assert exited, output[-3000:]
+    assert f"nginx (not listening on port {port})" in output, output[-3000:]
+    assert list(tmpdir_env.iterdir()) == []
+
+
+@pytest.mark.parametrize("reason", ["no_model", "port_in_use", "nginx_rejects_its_config"])
+def test_a_refused_start_leaves_no_directory(good_models, tmp_path, tmpdir_env, held_port, reason):
+    model_dir, env, port = good_models, {}, free_port_range(1)[0]
+    if reason == "no_model":
+        model_dir = tmp_path / "empty"
+        model_dir.mkdir()
+    elif reason == "port_in_use":
+        port = held_port
+    else:
+        env = fake_nginx(tmp_path, "exit 1")
+    output, exited = output_until_exit(start_serve(model_dir, tmpdir_env, env, port), 60, "ready:")
+    assert exited and "cannot start" in output, output[-3000:]
+    assert list(tmpdir_env.iterdir()) == []

@@ -53,30 +53,77 @@ class JsonFormatter(logging.Formatter):
 _LEVELS = (("CRITICAL", "CRITICAL"), ("FATAL", "CRITICAL"), ("ERROR", "ERROR"),
            ("[emerg]", "CRITICAL"), ("[alert]", "CRITICAL"), ("[crit]", "CRITICAL"),
            ("[error]", "ERROR"), ("WARN", "WARNING"), ("[warn]", "WARNING"))  # fmt: skip
-_relay_lock = threading.Lock()
+# serve is the one writer of every log line of the stack (its own, and what its children write,
+# relayed from their pipes): whole lines, one writer at a time, so that nothing is lost or cut
+# whatever stderr is (a file opened with `>`, a pipe, a terminal)
+OUTPUT_LOCK = threading.RLock()
+RELAY_READ = 65536  # bytes a relay takes from a child's pipe at a time
+MAX_LINE = 1 << 20  # a longer line without its end is written as it is, in parts
 
 
-def relay_as_json(name: str, stream: IO[bytes]) -> None:
-    """Copy a child's output lines to stdout as JSON log lines until it closes.
+def write_out(text: str) -> None:
+    """Whole lines to stderr, in one write, under OUTPUT_LOCK."""
+    with OUTPUT_LOCK:
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
-    Lines that already are JSON objects pass through; other lines become
-    {"time", "level", "logger": name, "message"} with the level guessed from the text.
-    """
-    for raw in stream:
-        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+
+class SharedStreamHandler(logging.StreamHandler):
+    """logging's stream handler, writing under OUTPUT_LOCK (a child's relayed lines never
+    interleave with a log record)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with OUTPUT_LOCK:
+            super().emit(record)
+
+
+def _json_lines(name: str, text: str) -> str:
+    """Each line as a JSON log line: JSON objects as they are; others wrapped as {"time",
+    "level" (guessed from the text), "logger": name, "message"}; blank lines dropped."""
+    out = []
+    for line in text.splitlines():
         if not line.strip():
             continue
         if line.startswith("{") and line.endswith("}"):
-            out = line
-        else:
-            upper = line[:120]
-            level = next((lvl for mark, lvl in _LEVELS if mark in upper), "INFO")
-            now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
-            doc = {"time": now.replace("+00:00", "Z"), "level": level, "logger": name}
-            out = orjson.dumps({**doc, "message": line}).decode()
-        with _relay_lock:
-            sys.stdout.write(out + "\n")
-            sys.stdout.flush()
+            out.append(line)
+            continue
+        upper = line[:120]
+        level = next((lvl for mark, lvl in _LEVELS if mark in upper), "INFO")
+        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        doc = {"time": now.replace("+00:00", "Z"), "level": level, "logger": name}
+        out.append(orjson.dumps({**doc, "message": line}).decode())
+    return "".join(line + "\n" for line in out)
+
+
+def relay(name: str, stream: IO[bytes], as_json: bool = False) -> None:
+    """Copy a child's output (its stdout and stderr, one pipe) to serve's stderr until it
+    closes: whole lines, in the order written, many at a time (nginx's access log comes in
+    blocks); `as_json` wraps lines that are not JSON (_json_lines)."""
+    pending = b""
+    while True:
+        chunk = stream.read1(RELAY_READ)  # type: ignore[attr-defined]
+        if not chunk:
+            break
+        data = pending + chunk
+        cut = data.rfind(b"\n") + 1
+        if not cut and len(data) >= MAX_LINE:
+            cut = len(data)
+        pending = data[cut:]
+        if cut:
+            text = data[:cut].decode("utf-8", errors="replace")
+            write_out(_json_lines(name, text) if as_json else _ended(text))
+    if pending:
+        text = pending.decode("utf-8", errors="replace")
+        write_out(_json_lines(name, text) if as_json else _ended(text))
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def relay_as_json(name: str, stream: IO[bytes]) -> None:
+    """relay() with every line a JSON log line (SAGEMAKER_LOG_FORMAT=json)."""
+    relay(name, stream, as_json=True)
 
 
 def logging_config(level: str, log_format: str) -> dict[str, Any]:
@@ -95,7 +142,7 @@ def logging_config(level: str, log_format: str) -> dict[str, Any]:
         "formatters": {"default": formatter},
         "handlers": {
             "stderr": {
-                "class": "logging.StreamHandler",
+                "class": f"{__name__}.SharedStreamHandler",
                 "stream": "ext://sys.stderr",
                 "formatter": "default",
                 "filters": ["request_id"],

@@ -30,7 +30,7 @@ HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 _PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
 CONF_NAME = "nginx.conf"
 ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
-TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # under RUN_DIR/nginx-tmp
+TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # under nginx_temp_root()
 
 # /invocations through njs; what njs cannot convert goes on to the Python service.
 FAST_PATH_LOCATIONS = """        location = /invocations {
@@ -212,6 +212,14 @@ class PythonServiceLink(Protocol):
     def handles_invocations(self) -> bool: ...  # user code: /invocations goes to it
 
 
+def nginx_temp_root(service: PythonServiceLink) -> Path:
+    """Where nginx's workers write request bodies that outgrow memory (a chunked body near the
+    limit: its framing takes room in the buffer too). The directory of the service's socket is
+    the one they can reach whoever they run as (access.py); nginx makes the folders in it its
+    workers' own."""
+    return Path(service.socket_path).parent
+
+
 def ping_targets(rest_ports: Sequence[int], model_names: Sequence[str]) -> str:
     """The internal URIs /ping checks: every model on every model server instance (with no
     models, multi-model: every instance answering at all)."""
@@ -257,8 +265,9 @@ def nginx_conf(
     """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, /ping
     waits for `ready_file` (ping_gate), nginx ends its own drain after `shutdown_grace` s."""
     gate = ping_gate(ready_file)
+    temp_root = nginx_temp_root(service)
     for sub in TEMP_DIRS:
-        (run_dir / "nginx-tmp" / sub).mkdir(parents=True, exist_ok=True)
+        (temp_root / sub).mkdir(exist_ok=True)
     front_log = new_log(run_dir / FRONT_LOG)
     invocations = SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
     upstreams = service_upstream(service.socket_path)
@@ -272,6 +281,7 @@ def nginx_conf(
         "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
         "WORKER_PROCESSES": settings.nginx_worker_processes,
         "RUN_DIR": run_dir,
+        "NGINX_TEMP": temp_root,
         "LOG_LEVEL": settings.nginx_log_level,
         "SHUTDOWN_GRACE": shutdown_grace,
         "PING_GATE": gate,

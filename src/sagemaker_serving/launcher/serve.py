@@ -19,9 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
+from process_utils.arguments import ArgumentParser
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER
+from sagemaker_serving.config.code_location import misplaced_code
 from sagemaker_serving.config.model_discovery import (
     Model,
     ModelDiscoveryError,
@@ -41,6 +44,7 @@ from sagemaker_serving.frontdoor.nginx_config import (
     find_nginx,
     nginx_conf,
 )
+from sagemaker_serving.launcher.front_port import FrontPortError, check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_BIND_LIBRARY,
     count_gpus,
@@ -117,7 +121,7 @@ class Stack:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="serve", description="Serve TensorFlow SavedModels the SageMaker way."
     )
     parser.add_argument(
@@ -237,9 +241,11 @@ def nginx_child(
         shutdown_grace=NGINX_DRAIN_SECONDS,
     )
     path = conf.write()
-    check = Child("nginx-config-test", [*conf.command(), "-t", "-q"])
+    check = Child("nginx-config-test", [*conf.command(), "-t", "-q"], relay=output_relay(settings))
     check.start()
-    if not check.wait(30) or check.proc is None or check.proc.returncode != 0:
+    passed = check.wait(30) and check.proc is not None and check.proc.returncode == 0
+    check.drain(2.0)  # its message before ours
+    if not passed:
         raise StartupError(f"nginx rejected the generated config {path} (see the log above)")
     nginx = Child(
         "nginx", conf.command(), child_environment(settings), graceful_signal=signal.SIGQUIT
@@ -247,9 +253,27 @@ def nginx_child(
     return nginx, conf
 
 
-def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
-    run_dir = prepare_run_dir(args.run_dir)
-    log.info("run directory: %s", run_dir)
+def output_relay(settings: Settings) -> Callable[[str, IO[bytes]], None]:
+    """How serve writes a child's lines: as they are, or (json logs) as JSON log lines."""
+    return log_setup.relay_as_json if settings.log_format == "json" else log_setup.relay
+
+
+def warn_misplaced_code(settings: Settings, model_dir: Path) -> None:
+    """A `code/` or an `inference.py` under the model directory that nothing reads."""
+    from_s3 = bool(settings.universal_bucket and settings.universal_prefix)
+    where = (
+        f"s3://{settings.universal_bucket}/{settings.universal_prefix} (universal code)"
+        if from_s3
+        else f"{model_dir / 'code'}/ (inference.py in code/ at the top of the model directory)"
+    )
+    for path in misplaced_code(model_dir, None if from_s3 else model_dir / "code"):
+        log.warning("%s is not read: user code is read from %s", path, where)
+
+
+def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) -> Stack:
+    """The stack, not started; every directory it makes is added to `made` (for the caller
+    to remove should start-up stop)."""
+    check_front_port(args.host, settings.bind_to_port)  # before anything is made or started
     if settings.multi_model:  # models come and go through the /models API
         if not args.model_dir.is_dir():
             raise StartupError(f"model directory {args.model_dir} does not exist")
@@ -264,20 +288,23 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
             ", ".join(f"{m.name} {list(m.versions)}" for m in models),
             default,
         )
+        warn_misplaced_code(settings, args.model_dir)
     ports = allocate_model_server_ports(settings)
     rest_ports = [rest for _, rest in ports]
     layout = find_nginx(NGINX_DIR)
+    run_dir = prepare_run_dir(args.run_dir)
+    if args.run_dir is None:
+        made.append(run_dir)
+    log.info("run directory: %s", run_dir)
     service = service_process(
         settings, args.model_dir, run_dir, default, ports, child_environment(settings)
     )
+    made.append(service.socket_dir)
     ready_file = new_ready_file()
-    try:
-        nginx, nginx_conf = nginx_child(
-            settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
-        )
-    except BaseException:
-        shutil.rmtree(ready_file.parent, ignore_errors=True)
-        raise
+    made.append(ready_file.parent)
+    nginx, nginx_conf = nginx_child(
+        settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
+    )
     stack = Stack(
         settings=settings,
         run_dir=run_dir,
@@ -291,9 +318,8 @@ def build_stack(args: argparse.Namespace, settings: Settings) -> Stack:
         ready_file=ready_file,
         model_servers=model_server_children(settings, models, run_dir, ports),
     )
-    if settings.log_format == "json":  # children that write plain text get their lines wrapped
-        for child in stack.children:
-            child.relay = log_setup.relay_as_json
+    for child in stack.children:  # serve writes every line of the stack itself
+        child.relay = output_relay(settings)
     return stack
 
 
@@ -358,21 +384,32 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
     if not stack.models:  # multi-model: every instance up (it loads models on request)
         pending = {(port, "") for port in stack.rest_ports}
     service_pending = True
-    while pending or service_pending:
+    port = stack.settings.bind_to_port
+    nginx_pending = True  # ready is never said before nginx listens
+    while pending or service_pending or nginx_pending:
         if supervisor.stopping:
             return False
         dead = [c for c in stack.children if not c.alive()]
         if dead:
             log.error("%s exited during start-up", ", ".join(c.name for c in dead))
             stack.startup_failure = startup_failure(stack)
+            if stack.nginx in dead:
+                log.error(
+                    "if nginx could not listen on port %d (see its message above), stop what "
+                    "holds it or set SAGEMAKER_BIND_TO_PORT to a free port",
+                    port,
+                )
             return False
         if time.monotonic() > deadline:
             log.error(
                 "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
                 stack.settings.wait_time_seconds,
-                sorted(pending) + (["python-service"] if service_pending else []),
+                sorted(pending)
+                + (["python-service"] if service_pending else [])
+                + ([f"nginx (not listening on port {port})"] if nginx_pending else []),
             )
             return False
+        nginx_pending = nginx_pending and not listening(stack.nginx.pid, port)
         pending = {
             (port, name)
             for port, name in pending
@@ -381,7 +418,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
         service_pending = service_pending and not service_ready(
             stack.service.socket_path, stack.service.access.token
         )
-        if pending or service_pending:
+        if pending or service_pending or nginx_pending:
             supervisor.sleep(READY_POLL_SECONDS)
     stack.ready_file.touch()
     return True
@@ -421,33 +458,45 @@ def shutdown(stack: Stack, requested_at: float) -> None:
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
+    for child in stack.children:  # what they wrote last, before our last line
+        child.drain(max(0.0, deadline - time.monotonic()))
     stack.service.cleanup()
     shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
 
 
+def remove_dirs(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> int:
+    made: list[Path] = []  # directories start-up made: removed when it stops short
     try:
         settings = Settings.from_env()
         log_setup.configure("INFO", settings.log_format)
         if args.model_dir is None:
             args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
-        stack = build_stack(args, settings)
+        stack = build_stack(args, settings, made)
     except (
         SettingsError,
         ModelDiscoveryError,
         NginxSetupError,
+        FrontPortError,
         StartupError,
         UserCodeError,
         UniversalCodeError,
         OSError,
     ) as exc:
+        remove_dirs(made)
         log.error("cannot start: %s", exc)
         return 2
     watchdog = Watchdog()
     try:
         watchdog.start()
     except OSError as exc:
+        stack.service.cleanup()
+        remove_dirs(made)
         log.error("cannot start: the watchdog: %s", exc)
         return 2
     # should serve die without its shutdown, the watchdog removes its temporary directories

@@ -70,8 +70,8 @@ class Child:
         pass_fds: Sequence[int] = (),
         watchdog: Watchdog | None = None,
     ) -> None:
-        """`relay`, when given, gets the child's stdout+stderr (in a thread) instead of the
-        terminal: serve's JSON logs wrap the lines of children that write plain text."""
+        """`relay`, when given, gets the child's stdout+stderr (one pipe, in a thread) instead
+        of the terminal: serve writes every line of the stack itself (log_setup.relay)."""
         self.name = name
         self.relay = relay
         self.pass_fds = tuple(pass_fds)
@@ -84,6 +84,7 @@ class Child:
         self.deaths: collections.deque[float] = collections.deque()
         self.restart_at: float | None = None
         self.starts = 0
+        self.relays: list[threading.Thread] = []  # one per start, until its pipe closes
 
     def start(self) -> None:
         log.info("starting %s: %s", self.name, " ".join(self.argv))
@@ -102,9 +103,11 @@ class Child:
         if self.watchdog is not None:
             self.watchdog.track(self.proc.pid)
         if self.relay is not None and self.proc.stdout is not None:
-            threading.Thread(
+            thread = threading.Thread(
                 target=self.relay, args=(self.name, self.proc.stdout), daemon=True
-            ).start()
+            )
+            thread.start()
+            self.relays = [t for t in self.relays if t.is_alive()] + [thread]
         self.starts += 1
         self.restart_at = None
 
@@ -155,6 +158,12 @@ class Child:
                 return False
             time.sleep(min(_POLL_SECONDS, remaining))
         return True
+
+    def drain(self, timeout: float) -> None:
+        """Wait up to `timeout` s for what the child wrote to be relayed (its pipe closed)."""
+        deadline = time.monotonic() + timeout
+        for thread in self.relays:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self, timeout: float) -> None:
         """Graceful signal, then SIGKILL to the whole group after timeout."""

@@ -91,6 +91,67 @@ IGNORED_FLAGS: dict[str, Any] = {
     "grpc_health_check_period_ms": 0,
 }
 
+# One line of `--help` per flag (what it does here).
+FLAG_HELP: dict[str, str] = {
+    "port": "gRPC port (0: none; then --grpc_socket_path is needed)",
+    "grpc_socket_path": "also serve gRPC on this unix socket",
+    "rest_api_port": "REST (HTTP/JSON) port (0: no REST API)",
+    "rest_api_num_threads": "threads that run REST requests",
+    "rest_api_timeout_in_ms": "deadline of a REST request; past it the answer is a 504",
+    "rest_api_enable_cors_support": "CORS headers on REST answers",
+    "enable_batching": "merge concurrent requests for one model into batches",
+    "allow_version_labels_for_unavailable_models": "labels may name versions not loaded yet",
+    "batching_parameters_file": "text-format BatchingParameters (needs --enable_batching)",
+    "enable_per_model_batching_parameters": (
+        "each version's own batching_params.pbtxt (a version without one is not batched)"
+    ),
+    "model_config_file": "text-format ModelServerConfig: the models to serve (model_config_list)",
+    "model_config_file_poll_wait_seconds": "re-read --model_config_file this often (0: never)",
+    "model_name": "name of the model served from --model_base_path",
+    "model_base_path": "directory of one model's numbered versions",
+    "num_load_threads": "threads that load versions after the start (0: one at a time)",
+    "num_unload_threads": "threads that unload versions (0: one at a time)",
+    "max_num_load_retries": "retries of a version whose load failed",
+    "load_retry_interval_micros": "wait between two load retries, in microseconds",
+    "file_system_poll_wait_seconds": "look for new and removed versions this often",
+    "tensorflow_session_parallelism": (
+        "threads of both TensorFlow pools when neither flag below is set (0: TF chooses)"
+    ),
+    "tensorflow_intra_op_parallelism": "threads that run one op (0: TensorFlow chooses)",
+    "tensorflow_inter_op_parallelism": "threads that run ops side by side (0: TF chooses)",
+    "tensorflow_session_config_file": "text-format ConfigProto for every model's session",
+    "ssl_config_file": "gRPC over TLS from a text-format SSLConfig (REST stays plaintext)",
+    "per_process_gpu_memory_fraction": "GPU memory each session may take (0: TF's default)",
+    "use_alts_credentials": "refused when true: ALTS exists only on Google Cloud",
+    "enable_grpc_healthcheck_service": "the standard gRPC health service (grpc.health.v1)",
+    "enable_profiler": "TensorFlow's profiler service on the gRPC port",
+    "mixed_precision": "bfloat16: oneDNN's bfloat16 auto mixed precision (where the CPU has it)",
+    "saved_model_tags": "comma-separated MetaGraph tags to load",
+    "grpc_channel_arguments": "gRPC server arguments, key=value,...",
+    "grpc_max_threads": "gRPC worker threads",
+    "enable_model_warmup": "replay assets.extra/tf_serving_warmup_requests when a version loads",
+    "num_request_iterations_for_warmup": "times each warmup record is replayed",
+    "monitoring_config_file": "text-format MonitoringConfig: Prometheus metrics on the REST port",
+    "enable_signature_method_name_check": "signatures must have the method name of the API",
+    "version": "print the versions and exit",
+    "bind_address": "address both servers bind (ours; tensorflow_model_server binds all)",
+    # accepted so that command lines written for tensorflow_model_server run unchanged
+    "flush_filesystem_caches": "accepted, ignored here: nothing to flush",
+    "platform_config_file": "accepted, ignored here: TensorFlow SavedModels only",
+    "remove_unused_fields_from_bundle_metagraph": "accepted, ignored here",
+    "prefer_tflite_model": "accepted, ignored here: no TFLite models",
+    "num_tflite_pools": "accepted, ignored here: no TFLite models",
+    "num_tflite_interpreters_per_pool": "accepted, ignored here: no TFLite models",
+    "tflite_num_threads": "accepted, ignored here: no TFLite models",
+    "xla_cpu_compilation_enabled": "accepted, ignored here: no XLA compilation",
+    "xla_gpu_compilation_enabled": "accepted, ignored here: no XLA compilation",
+    "skip_initialize_tpu": "accepted, ignored here: no TPUs",
+    "thread_pool_factory_config_file": "accepted, ignored here: TensorFlow's own thread pools",
+    "enable_tflite_xnnpack_delegate": "accepted, ignored here: no TFLite models",
+    "use_tflite_model": "accepted, ignored here: no TFLite models",
+    "grpc_health_check_period_ms": "accepted, ignored here",
+}
+
 _OPTIONS = [f for f in fields(ServerOptions) if f.name not in ("ignored", "unknown")]
 _DEFAULTS = {f.name: f.default for f in _OPTIONS}
 _TYPES = {f.name: type(f.default) for f in _OPTIONS}
@@ -126,18 +187,27 @@ def _convert(name: str, kind: type, raw: str | None) -> Any:
     return raw
 
 
+def _type_name(name: str, default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int64" if name == "load_retry_interval_micros" else "int32"
+    return "float" if isinstance(default, float) else "string"
+
+
+def _shown(default: Any) -> str:
+    if isinstance(default, bool):
+        return str(default).lower()
+    return f'"{default}"' if isinstance(default, str) else str(default)
+
+
 def usage(program: str = "tfs-model-server") -> str:
-    """A usage text listing every flag with its default."""
+    """The usage text, as tensorflow_model_server's: a line per flag with its default, its
+    type and what it does (those accepted only for compatibility say so)."""
     lines = [f"usage: {program}", "Flags:"]
     for name, default in {**_DEFAULTS, **IGNORED_FLAGS}.items():
-        shown = (
-            str(default).lower()
-            if isinstance(default, bool)
-            else repr(default)
-            if isinstance(default, str)
-            else default
-        )
-        lines.append(f"\t--{name}={shown}")
+        flag = f"--{name}={_shown(default)}"
+        lines.append(f"\t{flag:<44}\t{_type_name(name, default)}\t{FLAG_HELP[name]}")
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from tfs_model_server import __version__
 from tfs_model_server.cli import flags
 from tfs_model_server.cli.tf_import import load_runtime
+from tfs_model_server.cli.tf_noise import quiet_cpu_start
 from tfs_model_server.core.errors import ServingError
 
 
@@ -51,13 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ServingError as exc:
         return start_failed(exc)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    if options.version:
+    with quiet_cpu_start():
         runtime = load_runtime()
+    if options.version:
         print(f"TensorFlow ModelServer: tfs-model-server {__version__} (TensorFlow Python runtime)")
         print(f"TensorFlow Library: {runtime.version}")
         return 0
     _configure_logging()
-    load_runtime().get_logger().setLevel(logging.ERROR)
+    runtime.get_logger().setLevel(logging.ERROR)
     from tfs_model_server.core import server
 
     try:

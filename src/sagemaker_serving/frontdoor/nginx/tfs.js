@@ -299,6 +299,11 @@ function plainCsv(header) {
 }
 
 function requestBody(r, route, contentType) {
+    if (r.variables.request_body_file) {
+        // a chunked body's framing can push one under the limit out of the memory buffer into
+        // a temporary file, which njs cannot read: the Python service reads it from there
+        return null;
+    }
     var text = r.requestText || '';
     var key = METHODS[route.method];
     if (has(JSON_TYPES, contentType)) {
@@ -678,12 +683,17 @@ function convertResponse(text, type) {
 }
 
 function upstreamFailure(r, reply) {
-    // nginx's own error for the model server hop (refused, reset, timed out): JSON, not HTML.
+    // nginx's own error for the model server hop (refused, reset, timed out, or an HTML page
+    // about our own request): JSON, not HTML. The model servers answer errors in JSON.
     var contentType = reply.headersOut['Content-Type'] || '';
-    if (reply.status < 500 || contentType.indexOf('json') >= 0) {
+    var nginxPage = contentType.indexOf('text/html') >= 0;
+    if (reply.status < 500 && !nginxPage || contentType.indexOf('json') >= 0) {
         return false;
     }
-    if (reply.status === 504) {
+    if (reply.status < 500) {
+        r.error('the fast path\'s request to the model server got nginx\'s ' + reply.status);
+        sendError(r, 502, 'The request to the model server failed (HTTP ' + reply.status + ')');
+    } else if (reply.status === 504) {
         sendError(r, 504, 'The model server did not answer within the timeout');
     } else {
         sendError(r, 503, 'The model server is unavailable (HTTP ' + reply.status + ')');

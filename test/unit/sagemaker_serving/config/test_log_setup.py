@@ -69,7 +69,7 @@ def test_child_output_is_wrapped_unless_already_json(capsys):
         b"nginx: [warn] low\xff\n"
     )
     log_setup.relay_as_json("model-server-0", stream)
-    first, second, third = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    first, second, third = (json.loads(line) for line in capsys.readouterr().err.splitlines())
     assert first["logger"] == "model-server-0" and first["level"] == "ERROR"
     assert second == {"level": "INFO", "message": "already"}
     assert third["level"] == "WARNING" and third["message"] == "nginx: [warn] low\ufffd"
@@ -79,3 +79,37 @@ def _pid() -> int:
     import os
 
     return os.getpid()
+
+
+class Trickle(io.RawIOBase):
+    """A child's pipe: what it wrote, handed out in the given pieces."""
+
+    def __init__(self, pieces: list[bytes]):
+        self.pieces = list(pieces)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if not self.pieces:
+            return 0
+        piece = self.pieces.pop(0)
+        buffer[: len(piece)] = piece
+        return len(piece)
+
+
+def test_child_output_is_relayed_in_whole_lines(capsys):
+    pieces = [b'127.0.0.1 [2026-11-23T12:00:00] "GET /pi', b'ng HTTP/1.1" 200 0\nnext ',
+              b"line\n\xff bad byte\n", b"no end"]  # fmt: skip
+    log_setup.relay("nginx", io.BufferedReader(Trickle(pieces), 8))
+    assert capsys.readouterr().err == (
+        '127.0.0.1 [2026-11-23T12:00:00] "GET /ping HTTP/1.1" 200 0\n'
+        "next line\n\ufffd bad byte\nno end\n"
+    )
+
+
+def test_a_line_without_end_is_written_in_parts_past_the_bound(capsys, monkeypatch):
+    monkeypatch.setattr(log_setup, "MAX_LINE", 10)
+    monkeypatch.setattr(log_setup, "RELAY_READ", 6)
+    log_setup.relay("x", io.BufferedReader(Trickle([b"a" * 6, b"a" * 6, b"b\n"]), 6))
+    assert capsys.readouterr().err == "a" * 12 + "\nb\n"

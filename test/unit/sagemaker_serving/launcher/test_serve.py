@@ -96,3 +96,12 @@ def test_children_get_the_openmp_threads(monkeypatch):
     monkeypatch.setenv("KEPT", "1")
     env = serve.child_environment(Settings.from_env({"OMP_NUM_THREADS": "3"}))
     assert env["OMP_NUM_THREADS"] == "3" and env["KEPT"] == "1"
+
+
+def test_a_bad_argument_is_one_line_first_not_the_usage_block(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        serve.parse_args(["--model-dir", "m", "--bogus"])
+    assert exit_info.value.code == 2
+    first, *rest = capsys.readouterr().err.splitlines()
+    assert first == "serve: error: unrecognized arguments: --bogus"
+    assert rest == ["(serve --help describes them all)"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
 from tfs_model_server.cli import flags
@@ -99,7 +101,21 @@ def test_grpc_channel_arguments() -> None:
         flags.grpc_channel_arguments("novalue")
 
 
-def test_usage_lists_every_flag_with_its_default() -> None:
-    text = flags.usage()
-    assert "\t--port=8500" in text and "\t--model_name='default'" in text
-    assert "\t--enable_batching=false" in text and "\t--num_load_threads=0" in text
+def test_usage_describes_every_flag_in_a_line_and_marks_the_ignored_ones() -> None:
+    """As tensorflow_model_server --help: `--name=default`, its type and what it does."""
+    lines = flags.usage().splitlines()
+    assert lines[:2] == ["usage: tfs-model-server", "Flags:"]
+    described = {}
+    for line in lines[2:]:
+        flag, kind, text = line.strip().split("\t")
+        name, _, default = flag.strip().removeprefix("--").partition("=")
+        assert kind in ("bool", "int32", "int64", "float", "string") and text.strip(), line
+        described[name] = (default, kind, text)
+    names = [f.name for f in fields(flags.ServerOptions) if f.name not in ("ignored", "unknown")]
+    assert sorted(described) == sorted([*names, *flags.IGNORED_FLAGS])  # each once
+    assert described["port"][:2] == ("8500", "int32")
+    assert described["model_name"][:2] == ('"default"', "string")
+    assert described["enable_batching"][:2] == ("false", "bool")
+    for name in flags.IGNORED_FLAGS:
+        assert described[name][2].startswith("accepted, ignored here"), name
+    assert not any("ignored" in described[name][2] for name in names)

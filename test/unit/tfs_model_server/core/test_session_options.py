@@ -106,7 +106,7 @@ def test_the_flag_is_no_longer_ignored() -> None:
     options = _options("--tensorflow_session_config_file=/s.config")
     assert options.tensorflow_session_config_file == "/s.config"
     assert "tensorflow_session_config_file" not in options.ignored
-    assert "--tensorflow_session_config_file=''" in flags.usage()
+    assert '--tensorflow_session_config_file=""' in flags.usage()
 
 
 def test_mixed_precision_bfloat16_turns_on_the_onednn_rewrite(caplog) -> None:
