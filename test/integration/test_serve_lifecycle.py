@@ -253,3 +253,60 @@ def test_a_killed_nginx_master_takes_its_workers_along(models, tmp_path):
         assert server.wait_healthy(60), server.log()[-3000:]
         statuses = [requests.get(f"{server.url}/ping", timeout=5).status_code for _ in range(20)]
         assert statuses == [200] * 20
+
+
+PASS_THROUGH = """
+def input_handler(data, context):
+    return data.read()
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+"""
+
+
+def _handler_processes(marker: str) -> list[psutil.Process]:
+    """Handler processes (environments/host.py) whose command line names `marker`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        command = " ".join(process.info["cmdline"] or [])
+        if "environments.host" in command and marker in command:
+            found.append(process)
+    return found
+
+
+@pytest.mark.parametrize("multi_model", [False, True], ids=["single-model", "multi-model"])
+def test_no_handler_process_outlives_a_killed_serve(tmp_path, multi_model):
+    """Handler processes of their own (a code/lib module the service uses): serve's, and on a
+    multi-model endpoint those a load started, which are no children of serve's."""
+    import example_models as em
+
+    root = tmp_path / "models"
+    model = root / "m" if multi_model else root
+    em.half_plus_three_tf1(model / "half_plus_three", versions=(1,))
+    (model / "code" / "lib").mkdir(parents=True)
+    (model / "code" / "inference.py").write_text(PASS_THROUGH)
+    (model / "code" / "lib" / "crc32c.py").write_text("VALUE = 1\n")
+    env = {"SAGEMAKER_MULTI_MODEL": "true"} if multi_model else {}
+    (tmp_path / "run").mkdir()
+    with serve_stack(root, tmp_path / "run", env) as server:
+        if multi_model:
+            reply = requests.post(
+                f"{server.url}/models", json={"model_name": "m", "url": str(model)}, timeout=120
+            )
+            assert reply.status_code == 200, reply.text
+        handlers = _handler_processes(str(model / "code"))
+        assert len(handlers) >= 2, handlers  # the pool's master and its worker(s)
+        folders = {Path(p.cmdline()[p.cmdline().index("--dir") + 1]) for p in handlers}
+        assert all(folder.is_dir() for folder in folders)
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(10)
+        alive, _ = _leftovers(handlers, [], 10.0)
+        try:
+            assert not alive, [(p.pid, p.cmdline()[:6]) for p in alive]
+        finally:
+            _kill_all(alive)
+        deadline = time.monotonic() + 5
+        while any(f.exists() for f in folders) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(f.exists() for f in folders), folders

@@ -110,9 +110,7 @@ def _commands(
             while shown and not shown[-1].strip():
                 shown.pop()
             output = tuple(shown)
-        found.append(
-            DocCommand("\n".join(parts), f"{source}:{first + start}", section, output)
-        )
+        found.append(DocCommand("\n".join(parts), f"{source}:{first + start}", section, output))
     return found
 
 

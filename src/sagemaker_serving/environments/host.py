@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -95,6 +96,7 @@ class Master:
         self.ready: set[int] = set()
         self.reported = False
         self.failed = False
+        self.orphaned = False
         self.functions: list[str] = []
 
     def run(self) -> int:
@@ -118,6 +120,7 @@ class Master:
             readable, _, _ = select.select(watched, [], [], 0.2)
             if self.args.lifeline_fd in readable and not os.read(self.args.lifeline_fd, 4096):
                 log.info("serve is gone: handler processes stop")
+                self.orphaned = True
                 break
             if ready_r in readable:
                 pending += os.read(ready_r, 65536)
@@ -133,6 +136,8 @@ class Master:
         self._stop_workers()
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
+        if self.orphaned:  # nobody else will remove our folder
+            shutil.rmtree(self.pool_dir, ignore_errors=True)
         return 3 if self.failed else 0
 
     def _stop(self, signum: int, frame: object) -> None:

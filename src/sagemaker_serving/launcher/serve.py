@@ -500,8 +500,9 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot start: the watchdog: %s", exc)
         return 2
     # should serve die without its shutdown, the watchdog removes its temporary directories
-    for directory in (stack.ready_file.parent, stack.service.socket_dir):
-        watchdog.remove_on_exit(directory)
+    for directory in (stack.ready_file.parent, stack.service.socket_dir, stack.service.pool_dir):
+        if directory is not None:
+            watchdog.remove_on_exit(directory)
     if args.run_dir is None:
         watchdog.remove_on_exit(stack.run_dir)
     for child in stack.children:
