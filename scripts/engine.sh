@@ -6,6 +6,7 @@
 #
 #   eval "$(scripts/engine.sh env)"   # make sure an engine runs; export ENGINE, DOCKER_HOST, ...
 #   scripts/engine.sh exec CMD ARGS   # the same, then run CMD with those variables set
+#   scripts/engine.sh running         # exit 0 when its podman API service answers
 #   scripts/engine.sh stop            # stop the podman API service this script started
 #
 # Environment: ENGINE (docker or podman; default: docker when DOCKER_HOST or
@@ -162,9 +163,10 @@ case "${1:-}" in
     ensure
     exec "$@"
     ;;
+  running) answers "unix://$(socket_path)" ;;
   stop) stop_service ;;
   *)
-    sed -n '2,15p' "${BASH_SOURCE[0]}" >&2
+    sed -n '2,16p' "${BASH_SOURCE[0]}" >&2
     exit 2
     ;;
 esac
