@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test" / "support"))  # example_models
 sys.path.insert(0, str(REPO / "test" / "image"))  # containers, user_code
 import user_code  # noqa: E402
-from containers import Container, readable  # noqa: E402
+from containers import Container, default_image, readable  # noqa: E402
 
 CHUNK = 1 << 20
 RUNS = 3
@@ -188,23 +188,14 @@ def build_times() -> dict[str, float]:
         touched = Path(copy) / "src" / "sagemaker_serving" / "__init__.py"
         touched.write_text(touched.read_text() + "\n# image_facts.py: a code change\n")
         env_copy = {**env, "IMAGE_REPO": "image-facts-code-change"}
+        tag = default_image().rsplit(":", 1)[1]
         times["warm_after_code_change_seconds"] = timed_build(env_copy, Path(copy))
     subprocess.run(
-        [env.get("ENGINE", "podman"), "rmi", "image-facts-code-change:" + tag_suffix()],
+        [env.get("ENGINE", "podman"), "rmi", "image-facts-code-change:" + tag],
         capture_output=True,
         check=False,
     )
     return times
-
-
-def tag_suffix() -> str:
-    tag = subprocess.run(
-        [str(REPO / "scripts" / "build.sh"), "--print-tags", "cpu"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    return tag.rsplit(":", 1)[1]
 
 
 def record(engine: docker.DockerClient, image: str) -> dict[str, str]:
@@ -269,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "perf-results" / "image_facts.json")
     args = parser.parse_args(argv)
     engine = docker.from_env(timeout=600)
-    image = args.image or f"sagemaker-tfs:{tag_suffix()}"
+    image = args.image or default_image()
     facts: dict[str, Any] = {"image": image}
     if args.build:
         facts["build"] = build_times()

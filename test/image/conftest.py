@@ -11,7 +11,6 @@ skip) without them.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # containers, image_models, user_code
 
-from containers import REPO  # noqa: E402
+from containers import default_image  # noqa: E402
 
 
 def pytest_addoption(parser) -> None:
@@ -54,13 +53,7 @@ def image(request, engine) -> str:
     import docker
 
     reference = request.config.getoption("--image")
-    if not reference:
-        reference = subprocess.run(
-            [str(REPO / "scripts" / "build.sh"), "--print-tags", "cpu"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+    reference = reference or default_image()
     try:
         engine.images.get(reference)
     except docker.errors.ImageNotFound:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,16 @@ for path in glob.glob("/proc/[0-9]*/status"):
     if fields["Pid"].strip() != str(os.getpid()):
         print(fields["Pid"].strip(), fields["Name"].strip(), fields["Uid"].split()[0])
 """
+
+
+def default_image() -> str:
+    """The reference `make image` gives its cpu image (scripts/build.sh's tag)."""
+    return subprocess.run(
+        [str(REPO / "scripts" / "build.sh"), "--print-tags", "cpu"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def readable(path: Path) -> Path:

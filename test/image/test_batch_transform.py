@@ -5,25 +5,15 @@ byte for byte what the same job writes against the native stack."""
 from __future__ import annotations
 
 import filecmp
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
-from containers import REPO, running
+from containers import running
+from repo_scripts import load_script
 
 MODEL = "digits"
 IMAGES = 40
-
-
-def classic_image_jobs():
-    path = REPO / "scripts" / "classic_image_jobs.py"
-    spec = importlib.util.spec_from_file_location("classic_image_jobs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_job(args: list[str]) -> None:
@@ -35,7 +25,7 @@ def run_job(args: list[str]) -> None:
 def test_jpeg_job_against_the_container_matches_the_native_run(
     engine, image, tmp_path, digits_model
 ):
-    cij = classic_image_jobs()
+    cij = load_script("classic_image_jobs")
     dataset = cij.build_dataset(tmp_path / "data", n=IMAGES, records_per_file=IMAGES)
     jobs = {
         job.kind: job for job in cij.make_jobs(dataset, MODEL, tmp_path, model_base=digits_model)
