@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -580,3 +581,51 @@ def test_everything_the_buildspec_calls_exists():
             subprocess.run(["bash", "-n", str(target)], check=True, timeout=30)
     for name in re.findall(r"\.venv/bin/([\w-]+)", text):
         tool(name)
+
+
+# ----- debian_base.sh and engine.sh ------------------------------------------------------------
+
+
+def run_script(name: str, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(REPO / "scripts" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+
+
+def test_debian_base_prefers_the_official_image_when_the_engine_has_it(tmp_path):
+    engine = tmp_path / "engine"
+    engine.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "log"}\n')  # every image is there
+    engine.chmod(0o755)
+    result = run_script("debian_base.sh", ENGINE=str(engine), DEBIAN_IMAGE="")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "docker.io/library/debian:bookworm-slim"
+    given = run_script("debian_base.sh", ENGINE=str(engine), DEBIAN_IMAGE="example/base:1")
+    assert given.stdout.splitlines()[-1] == "example/base:1"
+
+
+def test_debian_base_reuses_a_young_mmdebstrap_base(tmp_path):
+    """Without the official image: the local base while younger than BASE_MAX_AGE_DAYS."""
+    created = time.strftime("%Y-%m-%d %H:%M:%S +0000 UTC", time.gmtime(time.time() - 3600))
+    engine = tmp_path / "engine"
+    engine.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        "  *docker.io/library/debian*) exit 1 ;;\n"
+        f"  *--format*) echo '{created}' ;;\n"
+        "esac\n"
+    )
+    engine.chmod(0o755)
+    result = run_script("debian_base.sh", ENGINE=str(engine), DEBIAN_IMAGE="")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "localhost/sagemaker-tfs-base:bookworm"
+    assert "cannot be pulled" in result.stderr
+
+
+def test_engine_rejects_an_unknown_engine():
+    result = run_script("engine.sh", "env", ENGINE="lxc")
+    assert result.returncode == 2 and "docker or podman" in result.stderr
