@@ -88,3 +88,28 @@ def with_requirements(root: Path, requirement: str) -> Path:
     return write(
         root, {"code/inference.py": PLAIN_HANDLERS, "code/requirements.txt": requirement + "\n"}
     )
+
+
+# imports a package that only code/requirements.txt provides
+TABULATE_HANDLERS = """
+import json
+
+import tabulate
+
+
+def input_handler(data, context):
+    return data.read().decode("utf-8")
+
+
+def output_handler(response, context):
+    return json.dumps({"tabulate": tabulate.__version__, **response.json()}), "application/json"
+"""
+
+
+def with_tabulate_requirement(root: Path, version: str) -> Path:
+    half_plus_three(root)
+    files = {
+        "code/inference.py": TABULATE_HANDLERS,
+        "code/requirements.txt": f"tabulate=={version}\n",
+    }
+    return write(root, files)
