@@ -58,20 +58,20 @@ def gzipped_size(stream: Any) -> int:
     return total + len(compressor.flush())
 
 
-def compressed_size(engine: docker.DockerClient, image: str) -> int:
-    """Sum of the gzipped layer tars of `docker save IMAGE`."""
+def compressed_sizes(engine: docker.DockerClient, image: str) -> list[int]:
+    """Each layer tar of `docker save IMAGE` gzipped, bottom layer first."""
     with tempfile.TemporaryFile() as archive:
         for chunk in engine.images.get(image).save(chunk_size=CHUNK):
             archive.write(chunk)
         archive.seek(0)
-        total = 0
+        sizes = []
         with tarfile.open(fileobj=archive) as tar:
             manifest = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
             for layer in manifest[0]["Layers"]:
                 member = tar.extractfile(layer)
                 assert member is not None, layer
-                total += gzipped_size(member)
-    return total
+                sizes.append(gzipped_size(member))
+    return sizes
 
 
 def layers(engine: docker.DockerClient, image: str) -> list[dict[str, Any]]:
@@ -245,10 +245,12 @@ def markdown(facts: dict[str, Any]) -> str:
             rows.append((label, f"{facts['build'][key]:.0f} s"))
     table = "| fact | measured |\n|---|---|\n" + "".join(f"| {a} | {b} |\n" for a, b in rows)
     layer_rows = "".join(
-        f"| {layer['size'] / mb:,.1f} MB | `{layer['created_by'][:90]}` |\n"
+        f"| {layer['size'] / mb:,.1f} MB | {layer.get('compressed', 0) / mb:,.1f} MB "
+        f"| `{layer['created_by'][:90]}` |\n"
         for layer in facts["layers"]
     )
-    return table + "\n| layer | made by |\n|---|---|\n" + layer_rows
+    header = "\n| layer | gzipped | made by |\n|---|---|---|\n"
+    return table + header + layer_rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     facts["size_bytes"] = attrs["Size"]
     facts["layer_count"] = len(attrs["RootFS"]["Layers"])
     facts["layers"] = layers(engine, image)
-    facts["compressed_bytes"] = compressed_size(engine, image)
+    compressed = compressed_sizes(engine, image)
+    facts["compressed_bytes"] = sum(compressed)
+    if len(compressed) == len(facts["layers"]):
+        for layer, size in zip(facts["layers"], compressed, strict=True):
+            layer["compressed"] = size
     facts["versions"] = record(engine, image)
     with tempfile.TemporaryDirectory(prefix="image-facts-") as work:
         fast = readable(user_code.half_plus_three(Path(work) / "fast"))
