@@ -7,6 +7,7 @@ import json
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -186,3 +187,27 @@ def test_a_container_without_a_model_exits_with_a_clear_error(engine, image, tmp
         container.remove()
     assert code == 2, logs
     assert "cannot start" in logs and "SavedModel" in logs, logs[-2000:]
+
+
+def test_build_secrets_left_nothing_in_the_image(fast_path):
+    """pip's configuration and CA bundle were build secrets: no pip.conf, and none of this
+    machine's own CA certificates (those beyond Debian's, such as a TLS-inspecting proxy's)
+    anywhere in the image's files."""
+    code, output = fast_path.exec("bash", "-c", "ls /etc/pip.conf /etc/xdg/pip /run/secrets 2>&1")
+    assert "No such file" in output and code != 0, output
+    host_bundle = Path("/etc/ssl/certs/ca-certificates.crt")
+    if not host_bundle.is_file():
+        return
+    code, image_bundle = fast_path.exec("cat", "/etc/ssl/certs/ca-certificates.crt")
+    assert code == 0
+    extra = [
+        block.splitlines()[1]  # a line of the certificate's base64 body
+        for block in host_bundle.read_text().split("-----BEGIN CERTIFICATE-----")[1:]
+        if block.splitlines()[1] not in image_bundle
+    ]
+    for line in extra:
+        code, found = fast_path.exec(
+            "grep", "-rlF", line, "/etc", "/opt", "/home", "/root", "/tmp", "/usr/local", "/var",
+            user="0",  # every file, /etc/shadow too
+        )  # fmt: skip
+        assert code == 1 and found == "", found
