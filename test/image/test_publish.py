@@ -16,6 +16,7 @@ import requests
 import user_code
 from containers import REPO, running
 
+import docker
 from process_utils import free_port_range, terminate
 
 MANIFESTS = ", ".join(
@@ -110,11 +111,15 @@ def test_publish_pull_by_digest_and_run(engine, image, registry, tmp_path):
     # pulled back by digest: the same image (its config digest is its ID), and it serves
     engine.images.remove(f"{registry}/team/sagemaker-tfs:{image.rsplit(':', 1)[1]}")
     pull(reference)
-    assert engine.images.get(reference).id == local.id
-    root = user_code.half_plus_three(tmp_path / "model")
-    with running(engine, reference, root) as container:
-        assert requests.get(f"{container.url}/ping", timeout=2).status_code == 200
-        reply = requests.post(
-            f"{container.url}/invocations", data='{"instances": [1.0]}', timeout=60
-        )
-        assert reply.json() == {"predictions": [3.5]}
+    try:
+        assert engine.images.get(reference).id == local.id
+        root = user_code.half_plus_three(tmp_path / "model")
+        with running(engine, reference, root) as container:
+            assert requests.get(f"{container.url}/ping", timeout=2).status_code == 200
+            reply = requests.post(
+                f"{container.url}/invocations", data='{"instances": [1.0]}', timeout=60
+            )
+            assert reply.json() == {"predictions": [3.5]}
+    finally:  # the pulled name only: the image itself stays
+        with contextlib.suppress(docker.errors.APIError):
+            engine.images.remove(reference)
