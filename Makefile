@@ -101,7 +101,34 @@ perf-container: install
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
 
-# Docker images (needs a Docker engine): scripts/build.sh, tags <repo>:<version>-<processor>.
-.PHONY: images
+# ----- the image SageMaker runs ---------------------------------------------------------------
+# `make image`: the CPU image (docker/Dockerfile), built by whatever engine is there (Docker, or
+# podman installed and set up by scripts/engine.sh); its reference is the last line printed.
+# IMAGE_VARIANTS=gpu (or arm64, or several) builds those instead.
+.PHONY: image images image-test image-facts engine-stop
+IMAGE_VARIANTS ?= cpu
+image:
+	@scripts/build.sh $(IMAGE_VARIANTS)
+
 images:
-	scripts/build.sh
+	@scripts/build.sh cpu gpu arm64
+
+# The built image run as SageMaker runs it (test/image: pytest with the Docker SDK against the
+# engine's DOCKER_HOST), and published to a local registry. IMAGE=ref tests another image.
+image-test: install
+	@command -v docker-registry >/dev/null 2>&1 || { echo "installing docker-registry"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry \
+			>/dev/null; }
+	scripts/engine.sh exec $(PY) -m pytest -q -p no:cacheprovider test/image \
+		$(if $(IMAGE),--image $(IMAGE))
+
+# Sizes, layers, start to the first /ping, idle memory (perf-results/image_facts.json);
+# IMAGE_FACTS_ARGS=--build also times a cold build (in an empty podman storage) and warm ones.
+image-facts: install
+	scripts/engine.sh exec $(PY) scripts/image_facts.py $(if $(IMAGE),--image $(IMAGE)) \
+		$(IMAGE_FACTS_ARGS)
+
+# Stop the podman API service that scripts/engine.sh started (Docker is left alone).
+engine-stop:
+	scripts/engine.sh stop

@@ -3,28 +3,14 @@ both classic jobs through real containers (digits CNN), with a SIGKILLed and res
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from repo_scripts import load_script
 
-SCRIPT = REPO / "scripts" / "classic_image_jobs.py"
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("classic_image_jobs", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-cij = _load_script()
+cij = load_script("classic_image_jobs")
 
 
 def _prediction(cls: int, probs: list[float]) -> dict:

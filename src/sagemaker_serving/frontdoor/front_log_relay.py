@@ -146,6 +146,7 @@ class FrontLogRelay:
         self.retire_at = 0.0
         self.holes = True  # until the file system says otherwise
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((LOOPBACK, 0))  # a sender only: no port open beyond the loopback
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="front-log-relay", daemon=True)
 

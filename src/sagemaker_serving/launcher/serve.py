@@ -44,6 +44,7 @@ from sagemaker_serving.frontdoor.nginx_config import (
     find_nginx,
     nginx_conf,
 )
+from sagemaker_serving.launcher.exit_reason import exit_reason
 from sagemaker_serving.launcher.front_port import FrontPortError, check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_BIND_LIBRARY,
@@ -391,7 +392,10 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             return False
         dead = [c for c in stack.children if not c.alive()]
         if dead:
-            log.error("%s exited during start-up", ", ".join(c.name for c in dead))
+            for child in dead:
+                code = child.proc.returncode if child.proc is not None else None
+                reason = "exited" if code is None else exit_reason(code, supervisor.memory)
+                log.error("%s %s during start-up", child.name, reason)
             stack.startup_failure = startup_failure(stack)
             if stack.nginx in dead:
                 log.error(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import IO
 
 import process_utils
+from sagemaker_serving.launcher.exit_reason import MemoryCgroup, exit_reason
 from sagemaker_serving.launcher.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,7 @@ class Supervisor:
         self.on_restart: Callable[[Child], None] | None = None
         self.on_death: Callable[[Child], None] | None = None  # before its restart is due
         self.reap_orphans = os.getpid() == 1  # in a container, orphans become serve's
+        self.memory = MemoryCgroup()  # names OOM kills in the death log
 
     def request_stop(self, *_: object) -> None:
         if self.stop_requested_at is None:
@@ -226,7 +228,9 @@ class Supervisor:
                 continue
             code = child.poll()
             if code is not None and child.restart_at is None:
-                log.error("%s (pid %s) exited with code %s", child.name, child.proc.pid, code)
+                log.error(
+                    "%s (pid %s) %s", child.name, child.proc.pid, exit_reason(code, self.memory)
+                )
                 if self.on_death is not None:
                     self.on_death(child)
                 if not child.record_death(now):

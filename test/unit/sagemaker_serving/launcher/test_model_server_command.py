@@ -238,7 +238,7 @@ def test_the_real_binary_gets_the_loopback_library(tmp_path):
 
 
 def test_the_images_install_the_loopback_library_where_serve_looks():
-    # /opt/venv is the images' venv (sys.prefix); see docker/Dockerfile.cpu and .gpu
+    # /opt/venv is the images' venv (sys.prefix); see docker/Dockerfile (cpu and gpu)
     assert Path(msc.LOOPBACK_BIND_LIBRARY).relative_to(msc.sys.prefix) == Path(
         "lib/loopback_bind.so"
     )

@@ -1,0 +1,90 @@
+"""Why a child process ended, in words: its exit code or signal, and whether the kernel's
+out-of-memory killer ended it (a container's memory cgroup counts its kills, so a model too large
+for `docker run --memory` is named as such instead of a bare SIGKILL)."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+_NO_LIMIT = 1 << 60  # cgroup v1 reports "no limit" as a huge page-aligned number
+
+
+def _own_memory_cgroups(root: Path) -> list[Path]:
+    """The directories that may hold this process's memory cgroup files: its own cgroup (v1
+    memory controller, or v2), then the mount itself (a container sees its cgroup there)."""
+    found: list[Path] = []
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            found.append(root / "memory" / path.lstrip("/"))
+        elif controllers == "":
+            found.append(root / path.lstrip("/"))
+    return [*found, root / "memory", root]
+
+
+def _read(directory: Path, name: str) -> str | None:
+    try:
+        return (directory / name).read_text()
+    except OSError:
+        return None
+
+
+class MemoryCgroup:
+    """The OOM-kill count and memory limit of the cgroup this process runs in (v1 or v2)."""
+
+    def __init__(self, root: Path = CGROUP_ROOT) -> None:
+        self.directory: Path | None = None
+        for directory in _own_memory_cgroups(root):
+            if _read(directory, "memory.events") or _read(directory, "memory.oom_control"):
+                self.directory = directory
+                break
+        self.kills_at_start = self.oom_kills()
+
+    def oom_kills(self) -> int | None:
+        if self.directory is None:
+            return None
+        text = _read(self.directory, "memory.events") or _read(self.directory, "memory.oom_control")
+        match = re.search(r"^oom_kill (\d+)$", text or "", re.M)
+        return int(match.group(1)) if match else None
+
+    def limit_bytes(self) -> int | None:
+        if self.directory is None:
+            return None
+        text = (
+            _read(self.directory, "memory.max")
+            or _read(self.directory, "memory.limit_in_bytes")
+            or ""
+        ).strip()
+        if not text.isdigit() or int(text) >= _NO_LIMIT:
+            return None
+        return int(text)
+
+    def killed_since_start(self) -> bool:
+        kills = self.oom_kills()
+        return kills is not None and kills > (self.kills_at_start or 0)
+
+
+def exit_reason(returncode: int, memory: MemoryCgroup | None = None) -> str:
+    """'exited with code 1', 'was killed by SIGSEGV', or for a SIGKILL that the memory cgroup
+    counts as an OOM kill: 'was killed by the kernel's out-of-memory killer (...)'."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    if -returncode == signal.SIGKILL and memory is not None and memory.killed_since_start():
+        limit = memory.limit_bytes()
+        within = f" of {limit / (1 << 30):.1f} GiB" if limit else ""
+        return (
+            f"was killed by the kernel's out-of-memory killer (SIGKILL): out of memory, the "
+            f"container's memory limit{within} is too small for it"
+        )
+    return f"was killed by {name}"

@@ -1,0 +1,59 @@
+"""exit_reason: an exit code, a signal, and a SIGKILL the memory cgroup counts as an OOM kill."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from sagemaker_serving.launcher.exit_reason import MemoryCgroup, exit_reason
+
+
+def cgroup_v1(root: Path, kills: int, limit: int) -> Path:
+    memory = root / "memory"
+    memory.mkdir(parents=True, exist_ok=True)
+    (memory / "memory.oom_control").write_text(
+        f"oom_kill_disable 0\nunder_oom 0\noom_kill {kills}\n"
+    )
+    (memory / "memory.limit_in_bytes").write_text(f"{limit}\n")
+    return memory
+
+
+def cgroup_v2(root: Path, kills: int, limit: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "memory.events").write_text(
+        f"low 0\nhigh 0\nmax 3\noom 1\noom_kill {kills}\noom_group_kill 0\n"
+    )
+    (root / "memory.max").write_text(f"{limit}\n")
+
+
+def test_exit_codes_and_signals():
+    assert exit_reason(0) == "exited with code 0"
+    assert exit_reason(3) == "exited with code 3"
+    assert exit_reason(-signal.SIGSEGV) == "was killed by SIGSEGV"
+    assert exit_reason(-signal.SIGKILL) == "was killed by SIGKILL"
+
+
+def test_a_sigkill_after_an_oom_kill_in_cgroup_v1_names_the_limit(tmp_path):
+    memory = cgroup_v1(tmp_path, kills=0, limit=2 << 30)
+    cgroup = MemoryCgroup(tmp_path)
+    assert exit_reason(-signal.SIGKILL, cgroup) == "was killed by SIGKILL"  # no kill counted yet
+    cgroup_v1(tmp_path, kills=1, limit=2 << 30)
+    reason = exit_reason(-signal.SIGKILL, cgroup)
+    assert "out-of-memory killer" in reason and "2.0 GiB" in reason, reason
+    assert exit_reason(1, cgroup) == "exited with code 1"
+    assert memory.is_dir()
+
+
+def test_cgroup_v2_without_a_limit(tmp_path):
+    cgroup_v2(tmp_path, kills=4, limit="max")
+    cgroup = MemoryCgroup(tmp_path)
+    assert exit_reason(-signal.SIGKILL, cgroup) == "was killed by SIGKILL"  # kills before start
+    cgroup_v2(tmp_path, kills=5, limit="max")
+    reason = exit_reason(-signal.SIGKILL, cgroup)
+    assert "out of memory" in reason and "GiB" not in reason, reason
+
+
+def test_no_memory_cgroup_means_no_guess(tmp_path):
+    cgroup = MemoryCgroup(tmp_path / "nothing")
+    assert cgroup.oom_kills() is None and cgroup.limit_bytes() is None
+    assert exit_reason(-signal.SIGKILL, cgroup) == "was killed by SIGKILL"
