@@ -16,11 +16,13 @@ one), the handlers run in a pool of processes on the environment's interpreter
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -60,13 +62,15 @@ class Environment:
 
 
 def container_site(directory: Path) -> Path:
-    """The folder of links to what user code sees of the container (made once per run)."""
-    marker = directory / ".complete"
-    if not marker.exists():
+    """The folder of links to what user code sees of the container; made again when what
+    it links to changed (a run directory kept across an upgrade)."""
+    marker = directory / ".fingerprint"
+    wanted = visible.fingerprint()
+    if not marker.exists() or marker.read_text() != wanted:
         shutil.rmtree(directory, ignore_errors=True)
-        package = Path(visible.__file__).resolve().parents[1]  # sagemaker_serving/
-        visible.link_site(directory, visible.visible_distributions(), [package])
-        marker.touch()
+        packages = visible.package_folders(visible.SERVICE_PACKAGES)
+        visible.link_site(directory, visible.visible_distributions(), packages)
+        marker.write_text(wanted)
     return directory
 
 
@@ -118,7 +122,8 @@ def prepare(
 
 def _own_modules(code_dir: Path, site_packages: Path | None) -> set[str]:
     """Top-level modules the user's directories provide (inference.py itself aside)."""
-    names = visible.provided_names([code_dir / LIB_DIR, code_dir]) - {"inference"}
+    beside = visible.provided_names([code_dir]) - {"inference", LIB_DIR, WHEELHOUSE_DIR}
+    names = visible.provided_names([code_dir / LIB_DIR]) | beside
     if site_packages is not None:
         for dist in importlib.metadata.distributions(path=[str(site_packages)]):
             names |= visible.top_level_names(dist)
@@ -163,21 +168,11 @@ def _install(
     if wheelhouse.is_dir():  # shipped wheels: no index (endpoints in network isolation)
         command += ["--no-index", "--find-links", str(wheelhouse)]
     log.info("installing %s into %s", requirements, env_dir / "venv")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    try:
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=timeout_seconds,
-            check=False,
-            env=env,
-            cwd=code_dir,
-        )
-    except subprocess.TimeoutExpired as exc:
+    result = run_pip(command, code_dir, timeout_seconds)
+    if result is None:
         raise RequirementsTimeout(
             f"pip install -r code/{REQUIREMENTS_FILE} did not finish within {timeout_seconds:.0f}s"
-        ) from exc
+        )
     if result.returncode != 0:
         log.error("pip install -r %s failed:\n%s", requirements, result.stdout + result.stderr)
         raise UserCodeError(
@@ -189,6 +184,34 @@ def _install(
     )
     log.info("%s: installed %s", requirements, ", ".join(installed) or "nothing new")
     return site_packages, linked
+
+
+def run_pip(
+    command: list[str], cwd: Path, timeout_seconds: float
+) -> subprocess.CompletedProcess | None:
+    """pip in a process group of its own (`pip --python` starts pip again under the
+    environment's interpreter): the whole group is killed past the timeout (None), or when
+    the wait is interrupted (serve told to stop), so no pip outlives the install."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_seconds)
+    except BaseException as exc:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return None
+        raise
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def _link_asked_for(requirements: Path, target: Path) -> Path:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import datetime
 import io
 import json
 import logging
@@ -57,6 +58,8 @@ STOP_GRACE_SECONDS = 3.0
 BACKOFF_INITIAL, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 60.0
 _PR_SET_PDEATHSIG = 1
 MAX_REPORT_CHARS = 3000
+MAX_MESSAGE_CHARS = 4096  # of an error message sent back
+DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the master: 3 s)
 
 
 # ----- the master ---------------------------------------------------------------------------
@@ -251,6 +254,8 @@ class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.handlers = Handlers()
+        self.calls = 0  # in progress
+        self._active = threading.Condition()
 
     def run(self) -> int:
         ready = os.fdopen(self.args.ready_fd, "w", buffering=1)
@@ -272,9 +277,15 @@ class Worker:
             "ready " + json.dumps({"pid": os.getpid(), "functions": self.handlers.names}) + "\n"
         )
         ready.close()
-        while True:
-            conn, _ = listener.accept()
-            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+        signal.signal(signal.SIGTERM, _stop_accepting)
+        try:
+            while True:
+                conn, _ = listener.accept()
+                threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+        except _Stop:
+            listener.close()
+        self._finish_calls(time.monotonic() + DRAIN_SECONDS)
+        os._exit(0)  # idle connections' threads wait on a socket: no need to join them
 
     def serve(self, conn: socket.socket) -> None:
         _local.conn = conn
@@ -285,11 +296,24 @@ class Worker:
                     if header.get("op") == "hello":
                         protocol.write_frame(conn, self._hello())
                     elif header.get("op") == "call":
-                        protocol.write_frame(conn, *self.call(header, body))
+                        with self._active:
+                            self.calls += 1
+                        try:
+                            protocol.write_frame(conn, *self.call(header, body))
+                        finally:
+                            with self._active:
+                                self.calls -= 1
+                                self._active.notify_all()
                     else:
                         return
             except (OSError, protocol.ProtocolError):
                 return
+
+    def _finish_calls(self, deadline: float) -> None:
+        """Let the calls in progress answer (an unload or a stop), until `deadline`."""
+        with self._active:
+            while self.calls and time.monotonic() < deadline:
+                self._active.wait(max(0.0, deadline - time.monotonic()))
 
     def _hello(self) -> dict[str, Any]:
         return {"op": "ready", "functions": self.handlers.names, "pid": os.getpid()}
@@ -315,7 +339,7 @@ class Worker:
         except handler_contract.HandlerResultError as exc:
             log.error("%s", exc.message)
             return _failed(500, exc.message), b""
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit and the like too: the thread serves on
             log.exception("%s failed", role)
             return _failed(500, f"{type(exc).__name__}: {exc}"), b""
         finally:
@@ -323,7 +347,22 @@ class Worker:
 
 
 def _failed(status: int, message: str) -> dict[str, Any]:
+    """An error answer; a status outside 400-599 is the handler's mistake (500), and the
+    message is kept brief."""
+    if not 400 <= status <= 599:
+        status = 500
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + "..."
     return {"op": "result", "ok": False, "status": status, "message": message}
+
+
+class _Stop(Exception):
+    """SIGTERM in a worker: stop taking connections."""
+
+
+def _stop_accepting(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the master's SIGTERM may follow the group's
+    raise _Stop
 
 
 # ----- logging and main ----------------------------------------------------------------------
@@ -340,9 +379,12 @@ class _RequestTag(logging.Filter):
 
 
 class _JsonLines(logging.Formatter):
+    """The service's JSON log lines (config/log_setup.py), without importing it (orjson)."""
+
     def format(self, record: logging.LogRecord) -> str:
+        created = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
         doc = {
-            "time": self.formatTime(record),
+            "time": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "level": record.levelname,
             "logger": record.name,
             "pid": record.process,

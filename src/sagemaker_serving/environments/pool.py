@@ -19,7 +19,15 @@ from pathlib import Path
 
 from sagemaker_serving.environments.host import PID_NAME, SOCKET_NAME, STATUS_NAME
 
-__all__ = ["SOCKET_NAME", "PoolError", "PoolSpec", "start_detached", "stop", "wait_ready"]
+__all__ = [
+    "SOCKET_NAME",
+    "PoolError",
+    "PoolSpec",
+    "PoolTimeout",
+    "start_detached",
+    "stop",
+    "wait_ready",
+]
 from sagemaker_serving.service.user_code import UserCodeError
 
 POLL_SECONDS = 0.02
@@ -29,6 +37,10 @@ STOP_SECONDS = 5.0
 class PoolError(UserCodeError):
     """The handler processes did not start: the message says why (the user's import error,
     or the deadline)."""
+
+
+class PoolTimeout(PoolError):
+    """The handler processes were not ready by the deadline."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ def wait_ready(directory: Path, deadline: float, alive: Callable[[], bool]) -> l
         if not alive():
             raise PoolError("the handler processes ended during start-up (see the log)")
         if time.monotonic() > deadline:
-            raise PoolError("the handler processes were not ready in time")
+            raise PoolTimeout("the handler processes were not ready in time")
         time.sleep(POLL_SECONDS)
 
 

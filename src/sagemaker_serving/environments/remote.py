@@ -10,7 +10,6 @@ formats (default_input_handler, default_output_handler): `Callbacks` answers tho
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,7 +23,6 @@ from sagemaker_serving.service.handler_api import Context
 
 log = logging.getLogger(__name__)
 
-CONNECT_SECONDS = 5.0
 PING_SECONDS = 1.0
 
 # (fn, header, body, context) -> (reply header, reply body)
@@ -65,30 +63,28 @@ class HandlerPool:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.size)
             self._loop = asyncio.get_running_loop()
-        async with self._slots:
-            reader, writer = await self._connection(context.deadline)
-            try:
-                async with asyncio.timeout(max(0.001, context.deadline - time.monotonic())):
-                    reply, data = await self._exchange(
-                        reader, writer, header, body, context, callbacks
-                    )
-            except TimeoutError:
-                writer.close()
-                raise HandlerProcessError(
-                    f"{fn} did not finish within the request's time limit", 504
-                ) from None
-            except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
-                writer.close()
-                log.error("the handler process ended while running %s: %s", fn, exc)
-                raise HandlerProcessError(
-                    f"The handler process ended while running {fn} (it may have crashed: "
-                    "see the log)",
-                    500,
-                ) from None
-            except BaseException:
-                writer.close()
-                raise
-            self._idle.append((reader, writer))
+        try:  # the wait for a free connection is within the request's deadline too
+            async with asyncio.timeout(max(0.001, context.deadline - time.monotonic())):
+                async with self._slots:
+                    reader, writer = await self._connection()
+                    try:
+                        reply, data = await self._exchange(
+                            reader, writer, header, body, context, callbacks
+                        )
+                    except BaseException:
+                        writer.close()
+                        raise
+                    self._idle.append((reader, writer))
+        except TimeoutError:
+            raise HandlerProcessError(
+                f"{fn} did not finish within the request's time limit", 504
+            ) from None
+        except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
+            log.error("the handler process ended while running %s: %r", fn, exc)
+            raise HandlerProcessError(
+                f"The handler process ended while running {fn} (it may have crashed: see the log)",
+                500,
+            ) from None
         if not reply.get("ok"):
             raise StatusError(str(reply.get("message")), int(reply.get("status", 500)))
         return data, reply.get("content_type")
@@ -104,35 +100,35 @@ class HandlerPool:
             writer.write(protocol.pack({"op": "reply", **answer}, answer_body))
             await writer.drain()
 
-    async def _connection(self, deadline: float):
+    async def _connection(self):
         while self._idle:
             reader, writer = self._idle.pop()
             if not (reader.at_eof() or writer.is_closing()):
                 return reader, writer
             writer.close()
         try:
-            return await asyncio.wait_for(
-                asyncio.open_unix_connection(self.socket_path, limit=1 << 20),
-                max(0.001, min(CONNECT_SECONDS, deadline - time.monotonic())),
-            )
-        except (OSError, TimeoutError) as exc:
-            log.error("cannot reach the handler processes: %s", exc)
+            return await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
+        except OSError as exc:
+            log.error("cannot reach the handler processes at %s: %r", self.socket_path, exc)
             raise HandlerProcessError(
                 "The handler processes are not running (they may be restarting): try again", 503
             ) from None
 
     async def alive(self) -> bool:
-        """Whether the pool takes connections (for /ping)."""
+        """Whether a handler process answers (for /ping): a hello on a connection of its own,
+        answered within PING_SECONDS (the socket alone takes connections with none running)."""
         try:
-            _, writer = await asyncio.wait_for(
-                asyncio.open_unix_connection(self.socket_path), PING_SECONDS
-            )
-        except (OSError, TimeoutError):
+            async with asyncio.timeout(PING_SECONDS):
+                reader, writer = await asyncio.open_unix_connection(self.socket_path)
+                try:
+                    writer.write(protocol.pack({"op": "hello"}))
+                    await writer.drain()
+                    reply, _ = await protocol.aread_frame(reader)
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, protocol.ProtocolError):
             return False
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-        return True
+        return reply.get("op") == "ready"
 
     def close(self) -> None:
         """Close the idle connections (from any thread: on their event loop)."""

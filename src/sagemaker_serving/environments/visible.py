@@ -13,7 +13,9 @@ environment, sees them installed and installs only what is missing or pinned dif
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import re
 import sys
@@ -35,7 +37,10 @@ SERVICE_DISTRIBUTIONS = (
     "psutil",
     "crc32c",
 )
-SERVICE_PACKAGE = "sagemaker_serving"  # HandlerError, Context, the default handlers
+# Packages (not distributions) the service's processes import, so user code there sees them:
+# ours (HandlerError, Context, the default handlers; the REST JSON writer) and TF Serving's
+# protos (tensorflow-serving-api, whose distribution would bring TensorFlow along).
+SERVICE_PACKAGES = ("sagemaker_serving", "tfs_rest_json", "tensorflow_serving")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SKIPPED_TOP = ("..", "__pycache__")
@@ -110,7 +115,7 @@ def container_names() -> frozenset[str]:
     """Top-level modules user code shares with the service: the visible distributions' and
     `sagemaker_serving`. A user environment that brings its own copy of one of them cannot
     run in the service's processes."""
-    names = {SERVICE_PACKAGE}
+    names = set(SERVICE_PACKAGES)
     for name in visible_distributions():
         dist = _installed(name)
         if dist is not None:
@@ -121,7 +126,7 @@ def container_names() -> frozenset[str]:
 def hidden_names() -> frozenset[str]:
     """Top-level modules installed beside the service that user code must not see."""
     visible = visible_distributions()
-    allowed = {SERVICE_PACKAGE, *sys.stdlib_module_names}
+    allowed = {*SERVICE_PACKAGES, *sys.stdlib_module_names}
     hidden: set[str] = set()
     for dist in importlib.metadata.distributions():
         name = canonical(dist.metadata["Name"] or "")
@@ -130,8 +135,12 @@ def hidden_names() -> frozenset[str]:
     return frozenset(hidden - allowed)
 
 
+MODULE_SUFFIXES = (".py", ".so", ".pyd")
+
+
 def provided_names(directories: Iterable[str | Path]) -> set[str]:
-    """Top-level module names importable from `directories` (packages and modules)."""
+    """Top-level module names importable from `directories`: modules, and folders that hold
+    modules (packages; a folder of data only, such as assets/, is none)."""
     names = set()
     for directory in directories:
         path = Path(directory)
@@ -141,10 +150,33 @@ def provided_names(directories: Iterable[str | Path]) -> set[str]:
             if entry.name.startswith(".") or entry.name == "__pycache__":
                 continue
             if entry.is_dir() and not entry.name.endswith((".dist-info", ".egg-info")):
-                names.add(entry.name)
-            elif entry.suffix in (".py", ".so", ".pyd"):
+                if any(child.suffix in MODULE_SUFFIXES for child in entry.iterdir()):
+                    names.add(entry.name)
+            elif entry.suffix in MODULE_SUFFIXES:
                 names.add(entry.name.split(".")[0])
     return {n for n in names if n.isidentifier()}
+
+
+def package_folders(names: Iterable[str]) -> list[Path]:
+    """The folders of the (regular) packages `names`, where they are installed."""
+    folders = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            folders.append(Path(next(iter(spec.submodule_search_locations))).resolve())
+    return folders
+
+
+def fingerprint() -> str:
+    """Changes whenever the visible distributions or the service's packages do (an upgrade):
+    a folder of links made before is stale then."""
+    parts = []
+    for name in sorted(visible_distributions()):
+        dist = _installed(name)
+        if dist is not None:
+            parts.append(f"{name}=={dist.version}@{dist.locate_file('')}")
+    parts += [str(folder) for folder in package_folders(SERVICE_PACKAGES)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def _files(dist: importlib.metadata.Distribution) -> list[str]:

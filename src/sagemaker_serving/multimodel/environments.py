@@ -96,7 +96,8 @@ class ModelEnvironments:
             handler_pool.start_detached(spec, self.lifeline_fd, deadline)
         except handler_pool.PoolError as exc:
             record.unlink(missing_ok=True)
-            raise MultiModelError(str(exc), 400) from None
+            status = 504 if isinstance(exc, handler_pool.PoolTimeout) else 400
+            raise MultiModelError(str(exc), status) from None
         log.info(
             "handler processes for %s ready in %.1fs (%s)",
             internal_name,

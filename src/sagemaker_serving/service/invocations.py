@@ -36,7 +36,12 @@ from sagemaker_serving.tfs_client.client import ModelServerClient
 log = logging.getLogger("sagemaker_serving.service")
 
 
+MAX_MESSAGE_CHARS = 4096  # an error message is brief: what is wrong, not a dump
+
+
 def json_error(resp: Response, status: int, message: str, request_id: str) -> None:
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + "..."
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = "application/json"
     resp.data = orjson.dumps({"error": message, "request_id": request_id}) + b"\n"
@@ -123,7 +128,7 @@ class Invocations:
             resp.content_type = content_type
             status = 200
         except (HandlerError, StatusError) as exc:
-            status = exc.status
+            status = exc.status if 400 <= exc.status <= 599 else 500  # a handler's 200 or 999
             json_error(resp, status, _named(exc.message, model_name, label), request_id)
         except HandlerResultError as exc:  # the user's handler broke the contract
             log.error("%s", exc.message, exc_info=exc)
@@ -131,7 +136,7 @@ class Invocations:
         except falcon.HTTPError as exc:
             status = exc.status_code
             json_error(resp, status, exc.description or exc.title, request_id)
-        except Exception as exc:
+        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
             log.exception("handler failed")
             json_error(resp, 500, f"{type(exc).__name__}: {exc}", request_id)
         finally:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import logging
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import make_wheel, tiny_wheel
 
@@ -136,3 +139,39 @@ def test_a_wheelhouse_installs_without_any_index(code, site, tmp_path, monkeypat
     (code / "requirements.txt").write_text("tinypkg==1.0\nnot-in-the-wheelhouse==1.0\n")
     with pytest.raises(UserCodeError, match="No matching distribution found for not-in-the"):
         prepare(code, site, tmp_path, timeout=60)
+
+
+def test_pip_past_its_time_is_killed_with_what_it_started(tmp_path):
+    marker = f"sleep-marker-{tmp_path.name}"
+    grandchild = f"import time; time.sleep(60)  # {marker}"
+    command = [
+        sys.executable,
+        "-c",
+        f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]);"
+        " time.sleep(60)",
+    ]
+    assert build.run_pip(command, tmp_path, 1.0) is None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        marker in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])
+    ):
+        time.sleep(0.1)
+    left = [
+        p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
+    ]
+    assert not [p for p in left if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_site_folder_is_made_again_when_the_container_changed(tmp_path, monkeypatch):
+    site = build.container_site(tmp_path / "site")
+    (site / "stale").write_text("")
+    assert (build.container_site(site) / "stale").exists()  # the same container: kept
+    monkeypatch.setattr(build.visible, "fingerprint", lambda: "after an upgrade")
+    assert not (build.container_site(site) / "stale").exists()
+    assert (site / "numpy").is_symlink()
+
+
+def test_folders_of_data_beside_inference_py_are_no_modules(code, site, tmp_path):
+    (code / "assets").mkdir()
+    (code / "assets" / "labels.txt").write_text("cat\ndog\n")
+    assert not prepare(code, site, tmp_path, shared_process=True).own_process

@@ -8,10 +8,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sagemaker_serving.environments import pool
@@ -35,6 +37,14 @@ def input_handler(data, context):
         return {"instances": [1]}
     if body == b"builtin":
         return default_input_handler(data, context)
+    if body == b"exit":
+        raise SystemExit(3)
+    if body == b"status 200":
+        raise HandlerError("not really ok", 200)
+    if body == b"long":
+        raise HandlerError("x" * 2_000_000, 422)
+    if body.startswith(b"sleep "):
+        time.sleep(float(body.split()[1]))
     return json.dumps({"pid": os.getpid(), "body": body.decode(), "id": context.request_id})
 
 def output_handler(response, context):
@@ -88,9 +98,9 @@ async def callbacks(fn, header, body, ctx):
     return {"ok": True, "content_type": "application/json"}, b'{"error": "from the service"}'
 
 
-def call(spec, fn, body, ctx=None, response=None) -> tuple[bytes, str | None]:
+def call(spec, fn, body, ctx=None, response=None, size=4) -> tuple[bytes, str | None]:
     async def go():
-        remote = HandlerPool(spec.socket, ("input_handler", "output_handler"), size=4)
+        remote = HandlerPool(spec.socket, ("input_handler", "output_handler"), size=size)
         try:
             return await remote.call(fn, body, ctx or context(), callbacks, response)
         finally:
@@ -199,3 +209,68 @@ def gone(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
     except FileNotFoundError:
         return True
+
+
+def test_errors_are_brief_and_a_status_outside_4xx_5xx_is_a_500(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    with pytest.raises(StatusError) as long:
+        call(spec, "input_handler", b"long")
+    assert long.value.status == 422 and len(long.value.message) < 5000
+    with pytest.raises(StatusError) as ok:
+        call(spec, "input_handler", b"status 200")
+    assert ok.value.status == 500
+    with pytest.raises(StatusError) as exited:
+        call(spec, "input_handler", b"exit")
+    assert (exited.value.status, exited.value.message) == (500, "SystemExit: 3")
+    assert call(spec, "input_handler", b"after")[0]  # the process served on
+
+
+def test_waiting_for_a_free_connection_ends_at_the_deadline(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+
+    async def two_calls():
+        remote = HandlerPool(spec.socket, ("input_handler",), size=1)
+        slow = remote.call("input_handler", b"sleep 3", context(10), callbacks)
+        queued = remote.call("input_handler", b"x", context(0.5), callbacks)
+        results = await asyncio.gather(slow, queued, return_exceptions=True)
+        remote.close()
+        return results
+
+    slow, queued = asyncio.run(two_calls())
+    assert not isinstance(slow, BaseException)
+    assert isinstance(queued, HandlerProcessError) and queued.status == 504
+
+
+def test_alive_means_a_handler_process_answers(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    remote = HandlerPool(spec.socket, ("input_handler",))
+    assert asyncio.run(remote.alive())
+    workers = psutil.Process(proc.pid).children()
+    assert len(workers) == 2
+    for worker in workers:
+        worker.suspend()  # the socket still takes connections; nobody answers
+    try:
+        assert not asyncio.run(remote.alive())
+    finally:
+        for worker in workers:
+            worker.resume()
+    assert asyncio.run(remote.alive())
+
+
+def test_a_stop_lets_the_call_in_progress_answer(tmp_path):
+    spec = spec_for(tmp_path, CODE, processes=1)
+    pool.start_detached(spec, None, time.monotonic() + 60)
+    answers = []
+
+    def slow_call():
+        answers.append(call(spec, "input_handler", b"sleep 1.5"))
+
+    thread = threading.Thread(target=slow_call)
+    thread.start()
+    time.sleep(0.5)  # the call is running in the handler process
+    pool.stop(spec.directory, time.monotonic() + 10)
+    thread.join(30)
+    assert answers and b'"body": "sleep 1.5"' in answers[0][0]

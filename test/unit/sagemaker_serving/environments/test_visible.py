@@ -31,6 +31,9 @@ def test_the_names_user_code_shares_with_the_service():
 
 def test_provided_names_are_packages_and_modules(tmp_path):
     (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "assets").mkdir()  # data only: no module
+    (tmp_path / "assets" / "labels.txt").write_text("")
     (tmp_path / "mod.py").write_text("")
     (tmp_path / "ext.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
     (tmp_path / "pkg-1.0.dist-info").mkdir()
