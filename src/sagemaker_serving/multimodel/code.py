@@ -80,3 +80,9 @@ class ModelCode:
     def forget(self, model: LoadedModel) -> None:
         with self._lock:
             self._cache.pop((model.internal_name, model.url), None)
+
+    def remove(self, model: LoadedModel) -> None:
+        """Forget the model and delete what `install` put on disk for it (after an unload, or
+        a load that failed once installed): a churn of models leaves no packages behind."""
+        self.forget(model)
+        shutil.rmtree(self.packages_root / model.internal_name, ignore_errors=True)

@@ -71,6 +71,8 @@ def test_requirements_install_at_load_for_that_model_alone(tmp_path):
     assert (tmp_path / "packages" / model.internal_name / "tinypkg").is_dir()
     assert handled(code.handlers(model)) == 42
     assert "tinypkg" not in sys.modules
+    code.remove(model)  # unloaded (or its load failed after the install): nothing stays
+    assert not (tmp_path / "packages" / model.internal_name).exists()
 
 
 def test_a_failing_install_is_400_and_leaves_nothing(tmp_path):
