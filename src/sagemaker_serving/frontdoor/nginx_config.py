@@ -15,7 +15,7 @@ from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
 from sagemaker_serving.frontdoor.front_log_relay import FRONT_LOG, new_log, nginx_access_log
-from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH
+from sagemaker_serving.tfs_client.health import INSTANCE_PROBE_PATH
 
 NGINX_DIR = Path(__file__).resolve().parent / "nginx"  # package data: template, tfs.js
 TEMPLATE_NAME = "nginx.conf.template"
@@ -30,6 +30,7 @@ HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 _PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
 CONF_NAME = "nginx.conf"
 ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
+PROBE_BUFFER = "1m"  # /ping's probes read at most this: a status answer is a few hundred bytes
 TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # under RUN_DIR/nginx-tmp
 
 # /invocations through njs; what njs cannot convert goes on to the Python service.
@@ -123,6 +124,8 @@ def service_ping_location(gate: str) -> str:
             proxy_set_header X-Sagemaker-Serving-Token $service_token;
             proxy_connect_timeout 1s;
             proxy_read_timeout 1500ms;
+            proxy_buffering off;  # into a bound its answer never reaches: it cannot hang
+            subrequest_output_buffer_size {PROBE_BUFFER};
             proxy_pass http://python_service/ping;
         }}"""
 
@@ -213,11 +216,14 @@ class PythonServiceLink(Protocol):
 
 
 def ping_targets(rest_ports: Sequence[int], model_names: Sequence[str]) -> str:
-    """The internal URIs /ping checks: every model on every model server instance (with no
-    models, multi-model: every instance answering at all)."""
+    """What /ping checks, as `kind=internal URI` (tfs.js ping): `model=` every model AVAILABLE
+    on every model server instance; with no models (multi-model), `up=` every instance
+    answering a status request (INSTANCE_PROBE_PATH: small, whatever is loaded)."""
     if not model_names:
-        return " ".join(f"/_instance/{port}{PROMETHEUS_PATH}" for port in rest_ports)
-    return " ".join(f"/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names)
+        return " ".join(f"up=/_instance/{port}{INSTANCE_PROBE_PATH}" for port in rest_ports)
+    return " ".join(
+        f"model=/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names
+    )
 
 
 @dataclass
@@ -275,6 +281,7 @@ def nginx_conf(
         "LOG_LEVEL": settings.nginx_log_level,
         "SHUTDOWN_GRACE": shutdown_grace,
         "PING_GATE": gate,
+        "PROBE_BUFFER": PROBE_BUFFER,
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
@@ -292,6 +299,6 @@ def nginx_conf(
         "SERVICE_TOKEN": service.access.token,
         "NGINX_USER": service.access.nginx_user,
         # multi-model: 200 once the service is up, whatever is loaded
-        "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} /_service/ping".strip(),
+        "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} ok=/_service/ping".strip(),
     }
     return NginxConf(layout, run_dir / CONF_NAME, values, front_log)

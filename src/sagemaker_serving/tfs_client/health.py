@@ -13,6 +13,11 @@ from collections.abc import Collection, Mapping
 
 PROMETHEUS_PATH = "/monitoring/prometheus/metrics"  # enabled on every instance serve starts
 AVAILABLE = "AVAILABLE"
+# Is an instance up, whatever it serves: the status of a model nobody loads (multi-model
+# names are mme-<hash>) is a small JSON 404 from any TF Serving. Never the metrics page: it
+# grows with every model an instance has seen (and nginx's probe would outgrow its buffer).
+INSTANCE_PROBE_MODEL = "sagemaker-serving-probe"
+INSTANCE_PROBE_PATH = f"/v1/models/{INSTANCE_PROBE_MODEL}"
 
 
 def version_states(status: bytes | str) -> dict[int, str]:
@@ -62,9 +67,23 @@ def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def instance_up(rest_port: int, timeout: float = 2.0, path: str = PROMETHEUS_PATH) -> bool:
-    """True when the model server answers its Prometheus endpoint (it needs no model)."""
-    return answers_ok(http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout), path)
+def instance_up(rest_port: int, timeout: float = 2.0, path: str = INSTANCE_PROBE_PATH) -> bool:
+    """True when the model server answers a model status request with its JSON (200, or
+    404 for a model it does not serve): its REST API is up, whatever it serves."""
+    reply = get(http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout), path)
+    return reply is not None and status_answer(*reply)
+
+
+def status_answer(status: int, body: bytes) -> bool:
+    """Whether (status, body) is a model server's answer to a model status request (as
+    tfs.js's ping decides for its `up=` probes)."""
+    if status not in (200, 404):
+        return False
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and ("model_version_status" in doc or "error" in doc)
 
 
 def model_path(model: str) -> str:

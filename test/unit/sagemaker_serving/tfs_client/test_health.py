@@ -53,9 +53,11 @@ def test_model_available_on_a_real_model_server(tfs_server):
 
 
 def test_instance_up_and_answers_ok(tfs_server):
+    # a status answer, for a model it serves or not (its JSON 404), says the instance is up
+    assert health.instance_up(tfs_server.rest_port)
     assert health.instance_up(tfs_server.rest_port, path="/v1/models/half_plus_two")
-    assert not health.instance_up(tfs_server.rest_port, path="/v1/models/no_such_model")
     assert not health.instance_up(closed_port())
+    assert not health.status_answer(404, b"<html>Not Found</html>")
     conn = http.client.HTTPConnection("127.0.0.1", tfs_server.rest_port, timeout=2)
     assert health.get(conn, "/v1/models/no_such_model")[0] == 404  # type: ignore[index]
     assert health.get(http.client.HTTPConnection("127.0.0.1", closed_port()), "/") is None
