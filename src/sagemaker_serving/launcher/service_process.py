@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
+from sagemaker_serving.config.ports import front_metrics_port
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.front_metrics import bind_socket
@@ -112,7 +113,7 @@ def service_process(
         f"--log-format={settings.log_format}",
         f"--umask={access.umask:o}",
     ]
-    metrics_socket = bind_socket()
+    metrics_socket = bind_socket(front_metrics_port(settings))
     metrics_port = metrics_socket.getsockname()[1]
     metrics_fd = metrics_socket.detach()
     secret_fd = token_fd(access.token)
