@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from process_utils import no_dump
 from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
@@ -242,9 +243,11 @@ class NginxConf:
         return self.path
 
     def command(self) -> list[str]:
-        """nginx in the foreground on this file (add -t to only test it)."""
+        """nginx in the foreground on this file (add -t to only test it), its workers kept
+        non-dumpable (they hold the run's secret; process_utils.no_dump)."""
         run_dir = str(self.values["RUN_DIR"])
-        return [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
+        nginx = [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
+        return no_dump.command(nginx)
 
 
 def nginx_conf(

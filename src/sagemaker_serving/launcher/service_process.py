@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_utils import no_dump
 from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
 from sagemaker_serving.config.ports import front_metrics_port
@@ -95,6 +96,7 @@ def service_process(
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
     access = new_access()
+    no_dump.make_non_dumpable()  # serve holds the run's secret from here on
     socket_dir = service_access.socket_dir(access)  # for nginx's workers only
     socket_path = str(socket_dir / "gunicorn.sock")
     metrics_dir = run_dir / "prometheus"
