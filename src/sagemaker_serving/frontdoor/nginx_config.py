@@ -16,7 +16,6 @@ from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
 from sagemaker_serving.frontdoor.front_log_relay import FRONT_LOG, new_log, nginx_access_log
-from sagemaker_serving.tfs_client.health import INSTANCE_PROBE_PATH
 
 NGINX_DIR = Path(__file__).resolve().parent / "nginx"  # package data: template, tfs.js
 TEMPLATE_NAME = "nginx.conf.template"
@@ -217,11 +216,11 @@ class PythonServiceLink(Protocol):
 
 
 def ping_targets(rest_ports: Sequence[int], model_names: Sequence[str]) -> str:
-    """What /ping checks, as `kind=internal URI` (tfs.js ping): `model=` every model AVAILABLE
-    on every model server instance; with no models (multi-model), `up=` every instance
-    answering a status request (INSTANCE_PROBE_PATH: small, whatever is loaded)."""
-    if not model_names:
-        return " ".join(f"up=/_instance/{port}{INSTANCE_PROBE_PATH}" for port in rest_ports)
+    """What /ping checks besides the Python service, as `kind=internal URI` (tfs.js ping):
+    `model=` every model AVAILABLE on every model server instance. With no models
+    (multi-model), nothing: the service's /ping tells whether every instance is up
+    (health.InstanceWatch), so /ping neither waits for a model server busy loading models
+    nor reads a page that grows with every model loaded (the metrics)."""
     return " ".join(
         f"model=/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names
     )

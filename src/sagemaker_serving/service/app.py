@@ -2,12 +2,14 @@
 routes and error handling.
 
 /invocations: input_handler -> model server -> output_handler (or handler, or the built-in
-formats; invocations.py); /ping: 200 once the handlers imported; /metrics: Prometheus text;
-/models: the multi-model API (multimodel/).
+formats; invocations.py); /ping: 200 once the handlers imported (multi-model: and while every
+model server instance is up); /metrics: Prometheus text; /models: the multi-model API
+(multimodel/).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
@@ -25,12 +27,24 @@ from sagemaker_serving.service.invocations import Invocations, json_error
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.user_code import Handlers, load_handlers
+from sagemaker_serving.tfs_client.health import InstanceWatch
 
 log = logging.getLogger("sagemaker_serving.service")
 
 
 class Ping:
+    """200 (empty) once the handlers imported; on a multi-model endpoint, also only while
+    every model server instance is up (`watch`, known without asking them now: loads keep
+    them busy), else a JSON 503."""
+
+    def __init__(self, watch: InstanceWatch | None = None) -> None:
+        self.watch = watch
+
     async def on_get(self, req: Request, resp: Response) -> None:
+        problem = None if self.watch is None else await asyncio.to_thread(self.watch.problem)
+        if problem is not None:
+            json_error(resp, 503, f"Not ready: {problem}", req.get_header("X-Request-Id") or "")
+            return
         resp.status = falcon.HTTP_200
         resp.content_type = "application/json"
         resp.data = b""
@@ -103,7 +117,7 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     app = falcon.asgi.App(middleware=[NoOptions()])
     invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)
-    app.add_route("/ping", Ping())
+    app.add_route("/ping", Ping(InstanceWatch(config.rest_ports) if config.multi_model else None))
     app.add_route("/metrics", Metrics(metrics, placement))
     if config.multi_model:
         _add_multi_model_routes(app, config, invocations)

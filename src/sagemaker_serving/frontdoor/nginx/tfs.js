@@ -769,17 +769,6 @@ async function invocations(r) {
 
 // ----- /ping ------------------------------------------------------------------------------------
 
-// An instance answered a model status request with its JSON (200, or 404 for a model it does
-// not serve): it is up (tfs_client/health.py status_answer decides alike).
-function statusAnswer(reply) {
-    if (reply.status !== 200 && reply.status !== 404) {
-        return false;
-    }
-    var doc = parseOr(reply.responseText || '');
-    return doc !== UNPARSED && doc !== null && typeof doc === 'object'
-        && (has(doc, 'model_version_status') || has(doc, 'error'));
-}
-
 function modelAvailable(reply) {
     if (reply.status !== 200) {
         return false;
@@ -797,14 +786,14 @@ function modelAvailable(reply) {
     return true;
 }
 
-var PING_CHECKS = table({model: modelAvailable, up: statusAnswer, ok: function (reply) {
+var PING_CHECKS = table({model: modelAvailable, ok: function (reply) {
     return reply.status === 200;
 }});
 
 // 200 (empty body) only while every check of $tfs_ping_targets (`kind=internal URI`, written by
-// nginx_config.ping_targets) passes: `model=` a model AVAILABLE on an instance, `up=` an instance
-// answering a status request, `ok=` a 200 (the Python service); serve sets $tfs_draining while
-// stopping.
+// nginx_config.ping_targets) passes: `model=` a model AVAILABLE on an instance, `ok=` a 200 (the
+// Python service, which on a multi-model endpoint also tells whether every instance is up);
+// serve sets $tfs_draining while stopping.
 async function ping(r) {
     try {
         if (r.variables.tfs_draining === '1') {

@@ -112,8 +112,9 @@ def test_ping_targets():
         "model=/_instance/8501/v1/models/a model=/_instance/8501/v1/models/b "
         "model=/_instance/8503/v1/models/a model=/_instance/8503/v1/models/b"
     )
-    # multi-model: never the metrics page (it grows with every model ever loaded)
-    assert ping_targets([8501], []) == "up=/_instance/8501/v1/models/sagemaker-serving-probe"
+    # multi-model: the Python service's /ping alone (it knows whether every instance is up);
+    # never the metrics page (it grows with every model ever loaded)
+    assert ping_targets([8501], []) == ""
 
 
 def test_render_needs_a_value_for_every_placeholder():

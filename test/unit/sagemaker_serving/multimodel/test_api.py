@@ -176,3 +176,24 @@ def test_a_symlink_out_of_the_model_directory_is_400_and_loads_nothing(api, tmp_
         assert str(tmp_path) not in reply.text
     assert api.simulate_get("/models").json == {"models": []}
     assert load(api, "inside", "inside").status_code == 200
+
+
+def test_ping_says_whether_every_model_server_instance_is_up(api, make_app):
+    """A multi-model /ping answers from what the service knows of the instances (it never
+    waits for a model server busy loading, nor reads its metrics page)."""
+    assert api.simulate_get("/ping").status_code == 200
+    down = make_app(None, multi_model=True, rest_ports=[closed_port()])
+    reply = down.simulate_get("/ping", headers={"X-Request-Id": "r-3"})
+    assert reply.status_code == 503
+    assert reply.json == {
+        "error": "Not ready: model server instance 0 is not answering",
+        "request_id": "r-3",
+    }
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
