@@ -15,6 +15,7 @@ import http.client
 import io
 import json
 import re
+import shutil
 import socket
 import struct
 import threading
@@ -71,7 +72,28 @@ def build_models(root: Path) -> dict[str, Path]:
     mme = root / "mme"
     em.half_plus_three_tf1(mme / "half_plus_three")
     (mme / "not_a_model").mkdir()
+    _links(mme, root / "elsewhere")
     return {"fast": fast, "user": user, "mme": mme}
+
+
+def _links(mme: Path, elsewhere: Path) -> None:
+    """Multi-model urls with symbolic links (LINK_URLS): out of the model directory (the
+    model, a version, a file of a version, a link to a link) and one that stays inside."""
+    outside = elsewhere / "half_plus_three"
+    shutil.copytree(mme / "half_plus_three", outside)
+    version = next(p.name for p in outside.iterdir() if p.name.isdigit())
+    (mme / "m5").mkdir()
+    (mme / "m5" / "half_plus_three").symlink_to(outside)
+    (mme / "version_out").mkdir()
+    (mme / "version_out" / version).symlink_to(outside / version)
+    shutil.copytree(mme / "half_plus_three", mme / "file_out")
+    variables = mme / "file_out" / version / "variables"
+    shutil.rmtree(variables)
+    variables.symlink_to(outside / version / "variables")
+    (mme / "chain").mkdir()
+    (mme / "chain" / "hop").symlink_to(mme / "m5")
+    (mme / "inside").mkdir()
+    (mme / "inside" / "model").symlink_to(mme / "half_plus_three")
 
 
 def stack_env(name: str) -> dict[str, str]:
@@ -441,18 +463,17 @@ def _mme_request(draw) -> Case:
             st.just("a/../../b"),
             st.just("%2F..%2F"),
             st.just("x\x00y"),
+            _unwritable_name,
         )
     )
     quoted = quote(name.encode("utf-8", "surrogatepass"), safe="")[:3000]
     action = draw(st.sampled_from(("load", "load", "list", "get", "delete", "invoke", "query")))
-    url = draw(
-        st.sampled_from(
-            ("half_plus_three", "not_a_model", "nowhere", "/etc", "../..", "a" * 300, "x\x00y", "")
-        )
-    )
+    url = draw(st.one_of(st.sampled_from(URLS), st.sampled_from(LINK_URLS), _unwritable_name))
+    if url == "inside" and name not in MME_NAMES:
+        url = "chain"  # (a url that loads is for MME_NAMES: memory stays bounded)
     if action == "load":
         if name in MME_NAMES and draw(st.booleans()):
-            url = "half_plus_three"
+            url = draw(st.sampled_from(("half_plus_three", "inside")))  # loads for real
         doc = draw(
             st.sampled_from(
                 (
@@ -488,15 +509,103 @@ def _mme_request(draw) -> Case:
     )
 
 
+# ----- the second round: what still earned a 5xx, or reached what it should not ---------------
+
+URLS = ("half_plus_three", "not_a_model", "nowhere", "/etc", "../..", "a" * 300, "x\x00y", "")
+# Multi-model urls with links (_links): all but "inside" lead out of the model directory.
+LINK_URLS = ("m5", "m5/half_plus_three", "version_out", "file_out", "chain", "chain/hop", "inside")
+# Names JSON can carry but UTF-8 cannot write out: lone surrogates.
+_unwritable_name = st.sampled_from(("\ud800", "a\udfffb", "\udc80", "x\ud83d", "\udbff\udbff"))
+# Request lines with an HTTP version other than 1.0 and 1.1.
+ODD_VERSIONS = (
+    b"HTTP/1.2", b"HTTP/1.10", b"HTTP/1.01", b"HTTP/1.9", b"HTTP/1.11", b"HTTP/3.0",
+    b"HTTP/0.8", b"HTTP/9.9", b"HTTP/1.1.1", b"HTTP/01.1", b"HTTP/1", b"http/1.1",
+)  # fmt: skip
+_DEEP_LAYOUTS = ("@", '{"instances": @}', '{"inputs": @}', '{"instances": [{"x": @}]}', "[@, 1.0]")
+
+
+KEPT_MODEL = "kept"  # loaded on the multi-model stack before the cases, never unloaded
+
+
+def _invoke_path(stack: str) -> str:
+    return f"/models/{KEPT_MODEL}/invoke" if stack == "mme" else "/invocations"
+
+
+def prepare(ports: dict[str, int]) -> None:
+    """Before the cases: the multi-model stack serves KEPT_MODEL (the second round's requests
+    reach a model there too)."""
+    if "mme" in ports:
+        body = json.dumps({"model_name": KEPT_MODEL, "url": "half_plus_three"}).encode()
+        answer = send(ports["mme"], Case("mme", "POST", "/models", body=body).to_bytes())
+        assert answer.status == 200, answer.body
+
+
+@st.composite
+def _deep(draw, stack: str) -> Case:
+    """JSON (or JSON Lines) nested 60 to 5,000 levels deep, bare or in a TF Serving request."""
+    depth = draw(st.integers(60, 5000))
+    body = draw(st.sampled_from(_DEEP_LAYOUTS)).replace("@", "[" * depth + "1.0" + "]" * depth)
+    content_type = draw(st.sampled_from(("application/json", "application/jsonlines")))
+    return Case(stack, "POST", _invoke_path(stack), ((b"Content-Type", content_type.encode()),),
+                body.encode(), kind="deep")  # fmt: skip
+
+
+@st.composite
+def _long_number(draw, stack: str) -> Case:
+    """A number of hundreds to 256 Ki digits (beyond int()'s 4300), as an integer, an
+    exponent or a fraction, bare, in a request or in a CSV field."""
+    digits = draw(st.sampled_from((300, 309, 310, 1000, 4300, 4301, 5000, 20000, 262144)))
+    number = draw(st.sampled_from(("1@", "-9@", "1e@", "1E+@", "1e-@", "0.@", "1.5e@")))
+    number = number.replace("@", draw(st.sampled_from("19")) * digits)
+    form = draw(st.sampled_from(("@", "[@]", '{"instances": [@]}', "@\n", "1.0,@\n")))
+    body = form.replace("@", number).encode()
+    content_type = "text/csv" if "\n" in form else "application/json"
+    if "\n" in form and draw(st.booleans()):
+        content_type = "text/csv; header=absent"  # the Python service's CSV
+    return Case(stack, "POST", _invoke_path(stack), ((b"Content-Type", content_type.encode()),),
+                body, kind="digits")  # fmt: skip
+
+
+@st.composite
+def _odd_version(draw, stack: str) -> Case:
+    method, path = draw(st.sampled_from((("GET", "/ping"), ("POST", _invoke_path(stack)))))
+    version = draw(st.sampled_from(ODD_VERSIONS))
+    raw = f"{method} {path} ".encode() + version + b"\r\nHost: x\r\nContent-Length: 3\r\n"
+    # ("raw": HTTP/0.8 and the like get nginx's HTTP/0.9 answer; test_front_door.py holds the
+    # exact answers to HTTP/1.x versions)
+    return Case(stack, raw=raw + b"Connection: close\r\n\r\n1.0", kind="raw")
+
+
+@st.composite
+def _repeated_attributes(draw, stack: str) -> Case:
+    """X-Amzn-SageMaker-Custom-Attributes two or three times, in any content type."""
+    values = draw(st.lists(_header_value(ATTRIBUTES), min_size=2, max_size=3))
+    content_type, _, bodies = draw(st.sampled_from(FORMATS))
+    headers = [(b"Content-Type", content_type.encode())] + [(CA.encode(), v) for v in values]
+    return Case(stack, "POST", _invoke_path(stack), tuple(headers), draw(st.sampled_from(bodies)),
+                kind="attributes")  # fmt: skip
+
+
+@st.composite
+def _second_round(draw, stack: str) -> Case:
+    return draw(
+        st.one_of(
+            _deep(stack), _long_number(stack), _odd_version(stack), _repeated_attributes(stack)
+        )
+    )
+
+
 @st.composite
 def cases(draw, stacks: tuple[str, ...] = STACKS) -> Case:
     """One hostile case for one of `stacks`."""
     stack = draw(st.sampled_from(stacks))
     if stack == "mme":
-        kinds = ("mme",) * 6 + ("request",) * 3 + ("raw", "garbage")
+        kinds = ("mme",) * 6 + ("request",) * 3 + ("raw", "garbage") + ("round2",) * 2
     else:
-        kinds = ("request",) * 4 + ("format",) * 4 + ("raw", "garbage")
+        kinds = ("request",) * 4 + ("format",) * 4 + ("raw", "garbage") + ("round2",) * 2
     kind = draw(st.sampled_from(kinds))
+    if kind == "round2":
+        return draw(_second_round(stack))
     if kind == "format" and stack != "mme":
         return draw(_invocation(stack))
     if kind == "raw":
@@ -746,4 +855,13 @@ def checker(ports: dict[str, int], tally: Tally) -> Callable[[Case], None]:
     return lambda case: run_case(ports, case, tally)
 
 
-__all__ = ["Case", "Neighbour", "Tally", "build_models", "cases", "stack_env", "stack_is_right"]
+__all__ = [
+    "Case",
+    "Neighbour",
+    "Tally",
+    "build_models",
+    "cases",
+    "prepare",
+    "stack_env",
+    "stack_is_right",
+]

@@ -786,6 +786,23 @@ function modelAvailable(reply) {
     return true;
 }
 
+var INSTANCE_MODEL = /^\/_instance\/[0-9]+\/v1\/models\/(.*)$/;
+
+// Why a check failed, in words without internal addresses: the model's name, or what the
+// Python service said (its JSON error), else its status.
+function notReady(uri, reply) {
+    var model = INSTANCE_MODEL.exec(uri);
+    if (model !== null) {
+        return 'Not ready: model ' + model[1] + ' is not available (' + reply.status + ')';
+    }
+    var doc = parseOr(reply.responseText || '');
+    if (doc !== UNPARSED && doc !== null && typeof doc === 'object'
+        && typeof doc.error === 'string') {
+        return doc.error;
+    }
+    return 'Not ready: the Python service answered ' + reply.status;
+}
+
 var PING_CHECKS = table({model: modelAvailable, ok: function (reply) {
     return reply.status === 200;
 }});
@@ -812,7 +829,7 @@ async function ping(r) {
         var replies = await Promise.all(checks);
         for (var k = 0; k < replies.length; k++) {
             if (!targets[k].check(replies[k])) {
-                sendError(r, 503, 'Not ready: ' + targets[k].uri + ' answered ' + replies[k].status);
+                sendError(r, 503, notReady(targets[k].uri, replies[k]));
                 return;
             }
         }

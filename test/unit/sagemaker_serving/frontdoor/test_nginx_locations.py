@@ -96,7 +96,9 @@ def _serving(server: socketserver.BaseServer) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def front_door(tmp_path: Path, env: dict[str, str], user_code: bool) -> Iterator[int]:
+def front_door(
+    tmp_path: Path, env: dict[str, str], user_code: bool, model: str = "m"
+) -> Iterator[int]:
     """nginx as serve configures it, its backends the stand-ins; yields its port."""
     settings = Settings.from_env(env)
     access = new_access()
@@ -114,9 +116,9 @@ def front_door(tmp_path: Path, env: dict[str, str], user_code: bool) -> Iterator
         find_nginx(),
         tmp_path,
         listen=f"127.0.0.1:{port}",
-        default_model="" if multi_model else "m",
+        default_model="" if multi_model else model,
         rest_ports=[tfs.server_address[1]],
-        model_names=[] if multi_model else ["m"],
+        model_names=[] if multi_model else [model],
         service=ServiceLink(str(socket_path), access, user_code),
         ready_file=ready_file,
         shutdown_grace=1,
@@ -184,3 +186,10 @@ def test_probes_answered_past_their_bound_end_without_hanging(tmp_path: Path, mo
                 status, body = ask(port, "GET", "/ping")
                 assert status == 503 and json.loads(body)["error"].startswith("Not ready")
             assert time.monotonic() - started < DEADLINE
+
+
+def test_a_ping_that_fails_names_the_model_not_an_internal_address(tmp_path: Path):
+    with front_door(tmp_path, {}, user_code=False, model="gone") as port:
+        status, body = ask(port, "GET", "/ping")
+    assert status == 503
+    assert json.loads(body)["error"] == "Not ready: model gone is not available (404)"
