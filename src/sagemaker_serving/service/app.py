@@ -41,7 +41,11 @@ class Ping:
         self.watch = watch
 
     async def on_get(self, req: Request, resp: Response) -> None:
-        problem = None if self.watch is None else await asyncio.to_thread(self.watch.problem)
+        watch, problem = self.watch, None
+        if watch is not None and watch.started():
+            problem = watch.problem(0)
+        elif watch is not None:  # on a thread: it waits for the first probes to answer
+            problem = await asyncio.to_thread(watch.problem)
         if problem is not None:
             json_error(resp, 503, f"Not ready: {problem}", req.get_header("X-Request-Id") or "")
             return

@@ -130,6 +130,10 @@ class InstanceWatch:
                 return f"model server instance {index} has not answered for {now - finished:.0f} s"
         return None
 
+    def started(self) -> bool:
+        """Whether this process has the first round of answers (problem() need not wait)."""
+        return self._started_in == os.getpid() and self._first.is_set()
+
     def _start(self) -> None:
         with self._lock:
             if self._started_in == os.getpid():
