@@ -125,7 +125,7 @@ class Case:
     @property
     def route(self) -> str:
         if self.raw is not None:
-            return "raw"
+            return "raw" if self.kind != "version" else "raw (HTTP version)"
         path = self.path.split("?")[0]
         if path.startswith("/models/"):
             return "/models/<name>/invoke" if path.endswith("/invoke") else "/models/<name>"
@@ -571,9 +571,8 @@ def _odd_version(draw, stack: str) -> Case:
     method, path = draw(st.sampled_from((("GET", "/ping"), ("POST", _invoke_path(stack)))))
     version = draw(st.sampled_from(ODD_VERSIONS))
     raw = f"{method} {path} ".encode() + version + b"\r\nHost: x\r\nContent-Length: 3\r\n"
-    # ("raw": HTTP/0.8 and the like get nginx's HTTP/0.9 answer; test_front_door.py holds the
-    # exact answers to HTTP/1.x versions)
-    return Case(stack, raw=raw + b"Connection: close\r\n\r\n1.0", kind="raw")
+    # never a 2xx; HTTP/0.8 and the like may get nginx's HTTP/0.9 answer (judge)
+    return Case(stack, raw=raw + b"Connection: close\r\n\r\n1.0", kind="version")
 
 
 @st.composite
@@ -705,16 +704,17 @@ def judge(case: Case, answer: Answer) -> tuple[str, str | None]:
         if answer.closed_silently:
             # nginx closes without an answer when an announced body never comes (client
             # timeout), and on bytes that are not HTTP at all
-            if case.length == "long" or case.kind in ("garbage", "raw"):
+            if case.length == "long" or case.kind in ("garbage", "raw", "version"):
                 return "closed", None
             return "closed", "connection closed without an answer"
         if not answer.body and answer.seconds >= DEADLINE - 1:
             return "hang", "no answer within the deadline"
-        if case.kind in ("raw", "garbage"):  # HTTP/0.9: a body without a status line
+        if case.kind in ("raw", "garbage", "version"):  # HTTP/0.9: no status line
             return "http/0.9", _json_problem(answer.body, allow_empty=True)
         return "no status", "an answer without a status line"
     if 200 <= answer.status < 300:
-        return "2xx", None
+        odd = case.kind == "version"
+        return "2xx", "a 2xx for an HTTP version other than 1.0 and 1.1" if odd else None
     outcome = f"{answer.status // 100}xx"
     if 300 <= answer.status < 400 or answer.status < 200:
         return outcome, f"status {answer.status}"
