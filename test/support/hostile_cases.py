@@ -487,7 +487,7 @@ def _mme_request(draw) -> Case:
         body = json.dumps(doc).encode() if draw(st.integers(0, 4)) else draw(_body())
         return Case("mme", "POST", "/models", body=body)
     if action == "query":
-        return Case("mme", "POST", f"/models?model_name={quoted}&url={url}")
+        return Case("mme", "POST", f"/models?model_name={quoted}&url={_query_value(url)}")
     if action == "list":
         limit = draw(st.sampled_from(("", "1", "0", "1001", "x", "-1", "99999999999999999999")))
         token = draw(st.sampled_from(("", "1", "x", "-1", "99999999")))
@@ -522,6 +522,16 @@ ODD_VERSIONS = (
     b"HTTP/0.8", b"HTTP/9.9", b"HTTP/1.1.1", b"HTTP/01.1", b"HTTP/1", b"http/1.1",
 )  # fmt: skip
 _DEEP_LAYOUTS = ("@", '{"instances": @}', '{"inputs": @}', '{"instances": [{"x": @}]}', "[@, 1.0]")
+
+
+def _query_value(text: str) -> str:
+    """`text` as it is in a query string (NUL bytes and all), percent-encoded only where a
+    request line cannot hold it (lone surrogates: as their UTF-8-like bytes)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return quote(text.encode("utf-8", "surrogatepass"), safe="/")
+    return text
 
 
 KEPT_MODEL = "kept"  # loaded on the multi-model stack before the cases, never unloaded
