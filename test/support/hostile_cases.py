@@ -485,9 +485,10 @@ def _mme_request(draw) -> Case:
             )
         )
         body = json.dumps(doc).encode() if draw(st.integers(0, 4)) else draw(_body())
-        return Case("mme", "POST", "/models", body=body)
+        return Case("mme", "POST", "/models", body=body, kind=_load_kind(name, url))
     if action == "query":
-        return Case("mme", "POST", f"/models?model_name={quoted}&url={_query_value(url)}")
+        path = f"/models?model_name={quoted}&url={_query_value(url)}"
+        return Case("mme", "POST", path, kind=_load_kind(name, url))
     if action == "list":
         limit = draw(st.sampled_from(("", "1", "0", "1001", "x", "-1", "99999999999999999999")))
         token = draw(st.sampled_from(("", "1", "x", "-1", "99999999")))
@@ -522,6 +523,15 @@ ODD_VERSIONS = (
     b"HTTP/0.8", b"HTTP/9.9", b"HTTP/1.1.1", b"HTTP/01.1", b"HTTP/1", b"http/1.1",
 )  # fmt: skip
 _DEEP_LAYOUTS = ("@", '{"instances": @}', '{"inputs": @}', '{"instances": [{"x": @}]}', "[@, 1.0]")
+
+
+def _load_kind(name: str, url: str) -> str:
+    """A load's kind in the table: "unwritable" (a lone surrogate), "link" (LINK_URLS)."""
+    try:
+        (name + url).encode("utf-8")
+    except UnicodeEncodeError:
+        return "unwritable"
+    return "link" if url in LINK_URLS else "http"
 
 
 def _query_value(text: str) -> str:
@@ -814,11 +824,25 @@ class Neighbour:
         connection.close()
 
 
+KIND_NAMES = {  # Case.kind as the table names it
+    "http": "request (first round)",
+    "raw": "raw bytes, HTTP-like",
+    "garbage": "raw bytes, random",
+    "deep": "JSON nested 60-5,000 deep",
+    "digits": "numbers of 300-262,144 digits",
+    "version": "odd HTTP version",
+    "attributes": "custom attributes header 2-3x",
+    "link": "mme url with symlinks",
+    "unwritable": "mme lone-surrogate name/url",
+}
+
+
 @dataclass
 class Tally:
     """Outcomes by route and status class, violations by kind with one example each."""
 
     outcomes: Counter = field(default_factory=Counter)
+    kinds: Counter = field(default_factory=Counter)  # (case kind, outcome)
     violations: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
     cases: int = 0
@@ -826,6 +850,7 @@ class Tally:
     def add(self, case: Case, outcome: str, violation: str | None) -> None:
         self.cases += 1
         self.outcomes[(case.stack, case.route, outcome)] += 1
+        self.kinds[(case.kind, outcome)] += 1
         if violation is not None:
             self.violations[violation] += 1
             self.examples.setdefault(violation, f"{case.stack}: {case.describe()}")
@@ -835,6 +860,9 @@ class Tally:
         for (stack, route, outcome), count in sorted(self.outcomes.items()):
             rows.append(f"{stack:6} {route:24} {outcome:10} {count:7d}")
         rows.append(f"{'':6} {'all':24} {'':10} {self.cases:7d}")
+        rows.append(f"\n{'kind of case':31} {'outcome':10} {'cases':>7}")
+        for (kind, outcome), count in sorted(self.kinds.items()):
+            rows.append(f"{KIND_NAMES.get(kind, kind):31} {outcome:10} {count:7d}")
         rows.append(f"violations: {sum(self.violations.values())}")
         for kind, count in self.violations.most_common():
             rows.append(f"  {count:6d}  {kind}\n          e.g. {self.examples[kind]}")
@@ -846,6 +874,9 @@ class Tally:
             "outcomes": [
                 {"stack": s, "route": r, "outcome": o, "count": c}
                 for (s, r, o), c in sorted(self.outcomes.items())
+            ],
+            "kinds": [
+                {"kind": k, "outcome": o, "count": c} for (k, o), c in sorted(self.kinds.items())
             ],
             "violations": [
                 {"kind": k, "count": c, "example": self.examples[k]}
