@@ -37,10 +37,15 @@ PREFIX = "/models/"
 INVOKE_SUFFIX = "/invoke"
 
 
+MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
+
+
 def _error(req: Request, resp: Response, exc: MultiModelError, root: Path) -> None:
     """The error as JSON with the request id; paths under the model directory relative to
-    it (a client names models by url, and needs no internal paths)."""
+    it (a client names models by url, and needs no internal paths); at most MAX_ERROR_CHARS."""
     message = exc.message.replace(f"{root}/", "").replace(str(root), ".")
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + "..."
     json_error(resp, exc.status, message, req.get_header("X-Request-Id") or "")
 
 

@@ -150,6 +150,8 @@ def test_errors_show_no_path_of_the_model_directory(api, tmp_path):
         reply = load(api, "p", url)
         assert reply.status_code in (400, 404) and "request_id" in reply.json, reply.text
         assert root not in reply.text, reply.text
+    reply = load(api, "p", "/" + "u" * 1_000_000)  # never echoed whole
+    assert reply.status_code == 400 and len(reply.json["error"]) < 2100, reply.text[:300]
 
 
 def test_a_symlink_out_of_the_model_directory_is_400_and_loads_nothing(api, tmp_path, small_models):
