@@ -94,6 +94,12 @@ fuzz: install
 soak: install
 	$(PY) scripts/soak.py
 
+# 2,000 distinct models loaded, invoked and unloaded on a multi-model endpoint: /ping, the model
+# server's metrics page and every process's memory (perf-results/mme_churn.json).
+.PHONY: mme-churn
+mme-churn: install
+	$(PY) scripts/mme_churn_soak.py
+
 .PHONY: perf-container
 perf-container: install
 	$(PY) test/perf/bench_container.py

@@ -29,6 +29,7 @@ from hostile_cases import (  # noqa: E402
     Tally,
     build_models,
     cases,
+    prepare,
     run_case,
     stack_env,
     stack_is_right,
@@ -79,6 +80,7 @@ def main() -> int:
                 serve_stack(models[name], root / name, stack_env(name))
             )
         ports = {name: server.port for name, server in servers.items()}
+        prepare(ports)
         with Neighbour(ports["fast"]) as neighbour:
             tally = fuzz(ports, args.cases, args.check_every, args.seed)
         final = stack_is_right(ports)

@@ -23,6 +23,7 @@ import requests
 from conftest import ServeProcess, serve_stack
 from format_case_builders import PATHS, Case
 from format_cases import CASES
+from urllib3 import HTTPHeaderDict
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 MODELS = ("half_plus_three", "strings", "examples", "formats")
@@ -124,7 +125,14 @@ def send(path: str, server: ServeProcess, case: Case) -> requests.Response:
         attributes.insert(0, f"tfs-model-name={case.model}")
     if attributes:
         headers[CA] = ", ".join(attributes)
-    return requests.post(url, data=case.body, headers=headers, timeout=60)
+    if case.repeated_attributes is None:
+        return requests.post(url, data=case.body, headers=headers, timeout=60)
+    with requests.Session() as session:  # the header twice: two lines, not joined
+        request = session.prepare_request(requests.Request("POST", url, headers, data=case.body))
+        lines = HTTPHeaderDict(request.headers)
+        lines.add(CA, case.repeated_attributes)
+        request.headers = lines  # type: ignore[assignment]
+        return session.send(request, timeout=60)
 
 
 def grpc_predicts(server: ServeProcess) -> int:

@@ -4,6 +4,7 @@ answers of any size, bodies with huge fields, and what one slow client can hold.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import threading
@@ -25,6 +26,7 @@ PASS_THROUGH = """
 import csv
 import io
 import json
+import os
 
 
 def input_handler(data, context):
@@ -178,6 +180,10 @@ def test_conditional_headers_are_ignored_on_ping_and_execution_parameters(stack,
 NGINX_ERRORS = [
     (b"POST /invocations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 400),
     (b"GET /ping HTTP/2.0\r\nHost: x\r\n\r\n", 400),
+    (b"GET /ping HTTP/1.2\r\nHost: x\r\n\r\n", 400),  # nginx takes any 1.x as 1.1
+    (b"GET /ping HTTP/1.10\r\nHost: x\r\n\r\n", 400),
+    (b"GET /ping HTTP/1.01\r\nHost: x\r\n\r\n", 400),
+    (b"POST /invocations HTTP/1.9\r\nHost: x\r\nContent-Length: 3\r\n\r\n1.0", 400),
     (b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 10000 + b"\r\n\r\n", 431),
     (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
     (b"G\x01T /ping HTTP/1.1\r\nHost: x\r\n\r\n", 400),
@@ -196,6 +202,12 @@ def test_nginx_own_answers_are_json(stack, request_bytes, status):
     reply = raw(stack.port, request_bytes.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
                 if b"Host" in request_bytes else request_bytes)  # fmt: skip
     assert_json_error(*split_reply(reply), status)
+
+
+@pytest.mark.parametrize("version", [b"HTTP/1.0", b"HTTP/1.1"])
+def test_http_1_0_and_1_1_are_answered(stack, version):
+    reply = raw(stack.port, b"GET /ping " + version + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert split_reply(reply)[0] == 200, reply
 
 
 def test_method_not_allowed_says_which_is(any_stack):
@@ -245,6 +257,50 @@ def test_json_deeper_than_njs_parses_is_treated_alike_bare_and_wrapped(stack):
     assert bare.status_code == wrapped.status_code == 200, (bare.text, wrapped.text)
     expected = {"predictions": [json.loads("[" * 39 + "3.5" + "]" * 39)]}
     assert bare.json() == wrapped.json() == expected
+
+
+@pytest.mark.parametrize("depth", [65, 100, 1000, 4999])
+@pytest.mark.parametrize("bare", [True, False], ids=["bare", "instances"])
+def test_json_nested_deeper_than_a_tensor_has_dimensions_is_400(any_stack, depth, bare):
+    """Deeper than 64 levels is the request's fault on every path (it was a 500 from the
+    model server: "maximum supported dimension for an ndarray is currently 64")."""
+    deep = "[" * depth + "1.0" + "]" * depth
+    reply = post(any_stack, deep if bare else '{"instances": ' + deep + "}")
+    doc = assert_json_error(reply.status_code, {"content-type": reply.headers["Content-Type"]},
+                            reply.content, 400)  # fmt: skip
+    assert len(doc["error"]) < 1000, doc
+
+
+LONG_NUMBERS = [
+    (b"1" * 4301, "application/json"),
+    (b'{"instances": [' + b"1" * 4301 + b"]}", "application/json"),
+    (b"[1e" + b"9" * 5000 + b"]", "application/json"),
+    (b"1" * 4301 + b"\n", "application/jsonlines"),
+    (b"1" * (256 * 1024) + b"\n", "text/csv"),
+    (b"1" * (256 * 1024) + b"\n", "text/csv; header=absent"),  # the Python service's
+]
+LONG_NUMBER_IDS = ["bare-int", "instances-int", "exponent", "jsonlines", "csv-fast", "csv-service"]
+
+
+def assert_too_big(reply: requests.Response) -> None:
+    doc = assert_json_error(reply.status_code, {"content-type": reply.headers["Content-Type"]},
+                            reply.content, 400)  # fmt: skip
+    assert "too big" in doc["error"].lower() and len(doc["error"]) < 1000, doc
+
+
+@pytest.mark.parametrize(("body", "content_type"), LONG_NUMBERS, ids=LONG_NUMBER_IDS)
+def test_numbers_longer_than_int_reads_are_400(stack, body, content_type):
+    """A number beyond a double is refused as TF Serving refuses it (400), however many
+    digits it has: it was a 500 past Python's 4300-digit int() limit."""
+    assert_too_big(post(stack, body, content_type))
+
+
+@pytest.mark.parametrize(("body", "content_type"), LONG_NUMBERS[:3], ids=LONG_NUMBER_IDS[:3])
+def test_numbers_longer_than_int_reads_are_400_through_user_code(
+    user_code_stack, body, content_type
+):
+    """The user-code stack's handler passes JSON on as it is: the model server refuses it."""
+    assert_too_big(post(user_code_stack, body, content_type))
 
 
 # ----- answers of any size, fields of any size ----------------------------------------------------
@@ -380,3 +436,42 @@ def test_a_stalled_body_is_dropped_after_the_client_timeout(stack):
     assert data == b""
     assert time.monotonic() - started < CLIENT_TIMEOUT + 10
     assert post(stack, "1.0").status_code == 200
+
+
+# ----- the run's secret is out of reach of other processes ------------------------------------
+
+
+def _read_as(uid: int, gid: int, pid: int) -> str:
+    """What a process of `uid` gets when it opens /proc/PID/mem (another local user's view)."""
+    import subprocess
+
+    code = f"open('/proc/{pid}/mem', 'rb').close(); print('readable')"
+    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"  # one nobody can run
+    result = subprocess.run(
+        [python, "-c", code], user=uid, group=gid, extra_groups=[], cwd="/",
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    return result.stdout.strip() or result.stderr.strip().splitlines()[-1]
+
+
+def test_the_processes_holding_the_secret_are_not_dumpable(stack):
+    """nginx's workers, the Python service and serve hold the per-run secret: none is
+    dumpable, so another process of the same user cannot read it from /proc/PID/mem (nginx's
+    workers ran dumpable, as `nobody` when serve is root). A process that is not dumpable has
+    its /proc/PID files owned by root."""
+    serve = psutil.Process(stack.proc.pid)
+    master = psutil.Process(int((stack.run_dir / "nginx.pid").read_text()))
+    service = [
+        p for p in serve.children(recursive=True) if "sagemaker_serving.service.main" in p.cmdline()
+    ]
+    assert service and master.children()
+    holders = [serve, *service, *service[0].children()]
+    if os.geteuid() == 0:  # nginx's workers run as `nobody` (else as serve's user: README)
+        holders += master.children()
+    for process in holders:
+        uid, gid = process.uids().real, process.gids().real
+        if uid == 0:
+            continue  # root's processes are out of other users' reach anyway
+        assert os.stat(f"/proc/{process.pid}/mem").st_uid == 0, process
+        if os.geteuid() == 0:
+            assert "PermissionError" in _read_as(uid, gid, process.pid), process

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import serve_stack
-from hostile_cases import STACKS, Neighbour, build_models, stack_env
+from hostile_cases import STACKS, Neighbour, build_models, prepare, stack_env
 from hostile_cases import stack_is_right as stacks_are_right
 
 CASES = 600
@@ -38,7 +38,9 @@ def ports(tmp_path_factory):
             )
             for name in STACKS
         }
-        yield {name: server.port for name, server in servers.items()}
+        ports = {name: server.port for name, server in servers.items()}
+        prepare(ports)
+        yield ports
 
 
 def test_hostile_input_gets_json_4xx_and_hurts_no_neighbour(ports):

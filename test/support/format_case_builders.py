@@ -28,6 +28,7 @@ class Case:
     accept: str | None = None  # None: no Accept header
     model: str = "half_plus_three"
     attributes: str = ""  # X-Amzn-SageMaker-Custom-Attributes beyond the model's name
+    repeated_attributes: str | None = None  # a second X-Amzn-SageMaker-Custom-Attributes
     status: int = 200
     response_type: str = JSON
     expected: bytes = b""  # the exact body of a success

@@ -514,6 +514,25 @@ def routing_cases() -> list[Case]:
             '"no/slash" (expected letters, digits, ".", "_" or "-")',
             attributes="tfs-model-name=no/slash",
         ),
+        # the header twice: refused on every path (njs would join them, the service read
+        # the first, so one request reached different models by its content type)
+        *[
+            fail(
+                f"custom-attributes-twice-{kind}",
+                body,
+                400,
+                "Bad Request: X-Amzn-SageMaker-Custom-Attributes sent more than once "
+                "(send one, with its attributes separated by commas)",
+                content_type=content_type,
+                attributes="tfs-model-version=123",
+                repeated_attributes="tfs-model-name=nope, tfs-model-version=124",
+            )
+            for kind, body, content_type in (
+                ("json", "1.0", JSON),
+                ("csv-via-service", "1.0\n", "text/csv; header=absent"),
+                ("npy", npy(np.array([1.0], np.float32)), "application/x-npy"),
+            )
+        ],
         # multi-model invoke takes the model from its URL: an unknown one is its own 404
         model_error(
             "unknown-model",

@@ -15,6 +15,7 @@ import http.client
 import io
 import json
 import re
+import shutil
 import socket
 import struct
 import threading
@@ -71,7 +72,28 @@ def build_models(root: Path) -> dict[str, Path]:
     mme = root / "mme"
     em.half_plus_three_tf1(mme / "half_plus_three")
     (mme / "not_a_model").mkdir()
+    _links(mme, root / "elsewhere")
     return {"fast": fast, "user": user, "mme": mme}
+
+
+def _links(mme: Path, elsewhere: Path) -> None:
+    """Multi-model urls with symbolic links (LINK_URLS): out of the model directory (the
+    model, a version, a file of a version, a link to a link) and one that stays inside."""
+    outside = elsewhere / "half_plus_three"
+    shutil.copytree(mme / "half_plus_three", outside)
+    version = next(p.name for p in outside.iterdir() if p.name.isdigit())
+    (mme / "m5").mkdir()
+    (mme / "m5" / "half_plus_three").symlink_to(outside)
+    (mme / "version_out").mkdir()
+    (mme / "version_out" / version).symlink_to(outside / version)
+    shutil.copytree(mme / "half_plus_three", mme / "file_out")
+    variables = mme / "file_out" / version / "variables"
+    shutil.rmtree(variables)
+    variables.symlink_to(outside / version / "variables")
+    (mme / "chain").mkdir()
+    (mme / "chain" / "hop").symlink_to(mme / "m5")
+    (mme / "inside").mkdir()
+    (mme / "inside" / "model").symlink_to(mme / "half_plus_three")
 
 
 def stack_env(name: str) -> dict[str, str]:
@@ -103,7 +125,7 @@ class Case:
     @property
     def route(self) -> str:
         if self.raw is not None:
-            return "raw"
+            return "raw" if self.kind != "version" else "raw (HTTP version)"
         path = self.path.split("?")[0]
         if path.startswith("/models/"):
             return "/models/<name>/invoke" if path.endswith("/invoke") else "/models/<name>"
@@ -441,18 +463,17 @@ def _mme_request(draw) -> Case:
             st.just("a/../../b"),
             st.just("%2F..%2F"),
             st.just("x\x00y"),
+            _unwritable_name,
         )
     )
     quoted = quote(name.encode("utf-8", "surrogatepass"), safe="")[:3000]
     action = draw(st.sampled_from(("load", "load", "list", "get", "delete", "invoke", "query")))
-    url = draw(
-        st.sampled_from(
-            ("half_plus_three", "not_a_model", "nowhere", "/etc", "../..", "a" * 300, "x\x00y", "")
-        )
-    )
+    url = draw(st.one_of(st.sampled_from(URLS), st.sampled_from(LINK_URLS), _unwritable_name))
+    if url == "inside" and name not in MME_NAMES:
+        url = "chain"  # (a url that loads is for MME_NAMES: memory stays bounded)
     if action == "load":
         if name in MME_NAMES and draw(st.booleans()):
-            url = "half_plus_three"
+            url = draw(st.sampled_from(("half_plus_three", "inside")))  # loads for real
         doc = draw(
             st.sampled_from(
                 (
@@ -464,9 +485,10 @@ def _mme_request(draw) -> Case:
             )
         )
         body = json.dumps(doc).encode() if draw(st.integers(0, 4)) else draw(_body())
-        return Case("mme", "POST", "/models", body=body)
+        return Case("mme", "POST", "/models", body=body, kind=_load_kind(name, url))
     if action == "query":
-        return Case("mme", "POST", f"/models?model_name={quoted}&url={url}")
+        path = f"/models?model_name={quoted}&url={_query_value(url)}"
+        return Case("mme", "POST", path, kind=_load_kind(name, url))
     if action == "list":
         limit = draw(st.sampled_from(("", "1", "0", "1001", "x", "-1", "99999999999999999999")))
         token = draw(st.sampled_from(("", "1", "x", "-1", "99999999")))
@@ -488,15 +510,121 @@ def _mme_request(draw) -> Case:
     )
 
 
+# ----- the second round: what still earned a 5xx, or reached what it should not ---------------
+
+URLS = ("half_plus_three", "not_a_model", "nowhere", "/etc", "../..", "a" * 300, "x\x00y", "")
+# Multi-model urls with links (_links): all but "inside" lead out of the model directory.
+LINK_URLS = ("m5", "m5/half_plus_three", "version_out", "file_out", "chain", "chain/hop", "inside")
+# Names JSON can carry but UTF-8 cannot write out: lone surrogates.
+_unwritable_name = st.sampled_from(("\ud800", "a\udfffb", "\udc80", "x\ud83d", "\udbff\udbff"))
+# Request lines with an HTTP version other than 1.0 and 1.1.
+ODD_VERSIONS = (
+    b"HTTP/1.2", b"HTTP/1.10", b"HTTP/1.01", b"HTTP/1.9", b"HTTP/1.11", b"HTTP/3.0",
+    b"HTTP/0.8", b"HTTP/9.9", b"HTTP/1.1.1", b"HTTP/01.1", b"HTTP/1", b"http/1.1",
+)  # fmt: skip
+_DEEP_LAYOUTS = ("@", '{"instances": @}', '{"inputs": @}', '{"instances": [{"x": @}]}', "[@, 1.0]")
+
+
+def _load_kind(name: str, url: str) -> str:
+    """A load's kind in the table: "unwritable" (a lone surrogate), "link" (LINK_URLS)."""
+    try:
+        (name + url).encode("utf-8")
+    except UnicodeEncodeError:
+        return "unwritable"
+    return "link" if url in LINK_URLS else "http"
+
+
+def _query_value(text: str) -> str:
+    """`text` as it is in a query string (NUL bytes and all), percent-encoded only where a
+    request line cannot hold it (lone surrogates: as their UTF-8-like bytes)."""
+    try:
+        text.encode("latin-1")
+    except UnicodeEncodeError:
+        return quote(text.encode("utf-8", "surrogatepass"), safe="/")
+    return text
+
+
+KEPT_MODEL = "kept"  # loaded on the multi-model stack before the cases, never unloaded
+
+
+def _invoke_path(stack: str) -> str:
+    return f"/models/{KEPT_MODEL}/invoke" if stack == "mme" else "/invocations"
+
+
+def prepare(ports: dict[str, int]) -> None:
+    """Before the cases: the multi-model stack serves KEPT_MODEL (the second round's requests
+    reach a model there too)."""
+    if "mme" in ports:
+        body = json.dumps({"model_name": KEPT_MODEL, "url": "half_plus_three"}).encode()
+        answer = send(ports["mme"], Case("mme", "POST", "/models", body=body).to_bytes())
+        assert answer.status == 200, answer.body
+
+
+@st.composite
+def _deep(draw, stack: str) -> Case:
+    """JSON (or JSON Lines) nested 60 to 5,000 levels deep, bare or in a TF Serving request."""
+    depth = draw(st.integers(60, 5000))
+    body = draw(st.sampled_from(_DEEP_LAYOUTS)).replace("@", "[" * depth + "1.0" + "]" * depth)
+    content_type = draw(st.sampled_from(("application/json", "application/jsonlines")))
+    return Case(stack, "POST", _invoke_path(stack), ((b"Content-Type", content_type.encode()),),
+                body.encode(), kind="deep")  # fmt: skip
+
+
+@st.composite
+def _long_number(draw, stack: str) -> Case:
+    """A number of hundreds to 256 Ki digits (beyond int()'s 4300), as an integer, an
+    exponent or a fraction, bare, in a request or in a CSV field."""
+    digits = draw(st.sampled_from((300, 309, 310, 1000, 4300, 4301, 5000, 20000, 262144)))
+    number = draw(st.sampled_from(("1@", "-9@", "1e@", "1E+@", "1e-@", "0.@", "1.5e@")))
+    number = number.replace("@", draw(st.sampled_from("19")) * digits)
+    form = draw(st.sampled_from(("@", "[@]", '{"instances": [@]}', "@\n", "1.0,@\n")))
+    body = form.replace("@", number).encode()
+    content_type = "text/csv" if "\n" in form else "application/json"
+    if "\n" in form and draw(st.booleans()):
+        content_type = "text/csv; header=absent"  # the Python service's CSV
+    return Case(stack, "POST", _invoke_path(stack), ((b"Content-Type", content_type.encode()),),
+                body, kind="digits")  # fmt: skip
+
+
+@st.composite
+def _odd_version(draw, stack: str) -> Case:
+    method, path = draw(st.sampled_from((("GET", "/ping"), ("POST", _invoke_path(stack)))))
+    version = draw(st.sampled_from(ODD_VERSIONS))
+    raw = f"{method} {path} ".encode() + version + b"\r\nHost: x\r\nContent-Length: 3\r\n"
+    # never a 2xx; HTTP/0.8 and the like may get nginx's HTTP/0.9 answer (judge)
+    return Case(stack, raw=raw + b"Connection: close\r\n\r\n1.0", kind="version")
+
+
+@st.composite
+def _repeated_attributes(draw, stack: str) -> Case:
+    """X-Amzn-SageMaker-Custom-Attributes two or three times, in any content type."""
+    values = draw(st.lists(_header_value(ATTRIBUTES), min_size=2, max_size=3))
+    content_type, _, bodies = draw(st.sampled_from(FORMATS))
+    headers = [(b"Content-Type", content_type.encode())] + [(CA.encode(), v) for v in values]
+    return Case(stack, "POST", _invoke_path(stack), tuple(headers), draw(st.sampled_from(bodies)),
+                kind="attributes")  # fmt: skip
+
+
+@st.composite
+def _second_round(draw, stack: str) -> Case:
+    return draw(
+        st.one_of(
+            _deep(stack), _long_number(stack), _odd_version(stack), _repeated_attributes(stack)
+        )
+    )
+
+
 @st.composite
 def cases(draw, stacks: tuple[str, ...] = STACKS) -> Case:
     """One hostile case for one of `stacks`."""
     stack = draw(st.sampled_from(stacks))
     if stack == "mme":
-        kinds = ("mme",) * 6 + ("request",) * 3 + ("raw", "garbage")
+        kinds = ("mme",) * 6 + ("request",) * 3 + ("raw", "garbage") + ("round2",) * 2
     else:
-        kinds = ("request",) * 4 + ("format",) * 4 + ("raw", "garbage")
+        kinds = ("request",) * 4 + ("format",) * 4 + ("raw", "garbage") + ("round2",) * 2
     kind = draw(st.sampled_from(kinds))
+    if kind == "round2":
+        return draw(_second_round(stack))
     if kind == "format" and stack != "mme":
         return draw(_invocation(stack))
     if kind == "raw":
@@ -596,16 +724,17 @@ def judge(case: Case, answer: Answer) -> tuple[str, str | None]:
         if answer.closed_silently:
             # nginx closes without an answer when an announced body never comes (client
             # timeout), and on bytes that are not HTTP at all
-            if case.length == "long" or case.kind in ("garbage", "raw"):
+            if case.length == "long" or case.kind in ("garbage", "raw", "version"):
                 return "closed", None
             return "closed", "connection closed without an answer"
         if not answer.body and answer.seconds >= DEADLINE - 1:
             return "hang", "no answer within the deadline"
-        if case.kind in ("raw", "garbage"):  # HTTP/0.9: a body without a status line
+        if case.kind in ("raw", "garbage", "version"):  # HTTP/0.9: no status line
             return "http/0.9", _json_problem(answer.body, allow_empty=True)
         return "no status", "an answer without a status line"
     if 200 <= answer.status < 300:
-        return "2xx", None
+        odd = case.kind == "version"
+        return "2xx", "a 2xx for an HTTP version other than 1.0 and 1.1" if odd else None
     outcome = f"{answer.status // 100}xx"
     if 300 <= answer.status < 400 or answer.status < 200:
         return outcome, f"status {answer.status}"
@@ -695,11 +824,25 @@ class Neighbour:
         connection.close()
 
 
+KIND_NAMES = {  # Case.kind as the table names it
+    "http": "request (first round)",
+    "raw": "raw bytes, HTTP-like",
+    "garbage": "raw bytes, random",
+    "deep": "JSON nested 60-5,000 deep",
+    "digits": "numbers of 300-262,144 digits",
+    "version": "odd HTTP version",
+    "attributes": "custom attributes header 2-3x",
+    "link": "mme url with symlinks",
+    "unwritable": "mme lone-surrogate name/url",
+}
+
+
 @dataclass
 class Tally:
     """Outcomes by route and status class, violations by kind with one example each."""
 
     outcomes: Counter = field(default_factory=Counter)
+    kinds: Counter = field(default_factory=Counter)  # (case kind, outcome)
     violations: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
     cases: int = 0
@@ -707,6 +850,7 @@ class Tally:
     def add(self, case: Case, outcome: str, violation: str | None) -> None:
         self.cases += 1
         self.outcomes[(case.stack, case.route, outcome)] += 1
+        self.kinds[(case.kind, outcome)] += 1
         if violation is not None:
             self.violations[violation] += 1
             self.examples.setdefault(violation, f"{case.stack}: {case.describe()}")
@@ -716,6 +860,9 @@ class Tally:
         for (stack, route, outcome), count in sorted(self.outcomes.items()):
             rows.append(f"{stack:6} {route:24} {outcome:10} {count:7d}")
         rows.append(f"{'':6} {'all':24} {'':10} {self.cases:7d}")
+        rows.append(f"\n{'kind of case':31} {'outcome':10} {'cases':>7}")
+        for (kind, outcome), count in sorted(self.kinds.items()):
+            rows.append(f"{KIND_NAMES.get(kind, kind):31} {outcome:10} {count:7d}")
         rows.append(f"violations: {sum(self.violations.values())}")
         for kind, count in self.violations.most_common():
             rows.append(f"  {count:6d}  {kind}\n          e.g. {self.examples[kind]}")
@@ -727,6 +874,9 @@ class Tally:
             "outcomes": [
                 {"stack": s, "route": r, "outcome": o, "count": c}
                 for (s, r, o), c in sorted(self.outcomes.items())
+            ],
+            "kinds": [
+                {"kind": k, "outcome": o, "count": c} for (k, o), c in sorted(self.kinds.items())
             ],
             "violations": [
                 {"kind": k, "count": c, "example": self.examples[k]}
@@ -746,4 +896,13 @@ def checker(ports: dict[str, int], tally: Tally) -> Callable[[Case], None]:
     return lambda case: run_case(ports, case, tally)
 
 
-__all__ = ["Case", "Neighbour", "Tally", "build_models", "cases", "stack_env", "stack_is_right"]
+__all__ = [
+    "Case",
+    "Neighbour",
+    "Tally",
+    "build_models",
+    "cases",
+    "prepare",
+    "stack_env",
+    "stack_is_right",
+]

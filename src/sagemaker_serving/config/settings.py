@@ -129,7 +129,8 @@ class Settings:
     """port nginx listens on (all interfaces)"""
     safe_port_range: tuple[int, int] | None = env("SAGEMAKER_SAFE_PORT_RANGE", port_range, None)
     """`low-high` (inclusive): internal ports; model server instance i gets gRPC low+2i and REST
-    low+2i+1 (unset: gRPC 9000+i, REST 8501+i)"""
+    low+2i+1, the front-metrics relay (loopback UDP) the next one (unset: gRPC 9000+i, REST
+    8501+i, the relay a free port)"""
     multi_model: bool = env("SAGEMAKER_MULTI_MODEL", boolean, False)
     """`true`: multi-model endpoint (models loaded on request)"""
     default_model_name: str | None = env(

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from sagemaker_serving.formats.errors import PayloadError
-from sagemaker_serving.formats.request_body import ModelRequest, batch_key, dumps, wrap
+from sagemaker_serving.formats.request_body import (
+    ModelRequest,
+    batch_key,
+    dumps,
+    parse_int,
+    wrap,
+)
 
 __all__ = ["decode_csv"]
 
@@ -56,13 +63,18 @@ def _quoted_fields(raw: str) -> list[bool]:
         pos += 1  # the comma
 
 
+class _TooBig(ValueError):
+    """A number field beyond a double (the fast path's model server refuses it too)."""
+
+
 def _csv_value(field: str) -> tuple[Any, bool]:
     """An unquoted CSV field: (int | float | str, is non-finite)."""
     token = field.strip()
-    if _INT.match(token):
-        return int(token), False
-    if _FLOAT.match(token):
-        return float(token), False
+    if _INT.match(token) or _FLOAT.match(token):
+        value = parse_int(token) if _INT.match(token) else float(token)
+        if isinstance(value, float) and math.isinf(value):
+            raise _TooBig
+        return value, False
     if token.lower() in _NONFINITE:
         return float(token), True
     return field, False
@@ -104,7 +116,14 @@ def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelReq
                 if quoted is not None and index < len(quoted) and quoted[index]:
                     row.append(field)
                     continue
-                value, special = _csv_value(field)
+                try:
+                    value, special = _csv_value(field)
+                except _TooBig:
+                    raise PayloadError(
+                        400,
+                        f"Malformed CSV: line {line}, field {index + 1}: "
+                        "number too big to be stored in double",
+                    ) from None
                 nonfinite |= special
                 row.append(value)
             rows.append(row[0] if width == 1 else row)

@@ -11,7 +11,16 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ModelRequest", "batch_key", "dumps", "json_key", "loads", "strip_bom", "wrap"]
+__all__ = [
+    "ModelRequest",
+    "batch_key",
+    "dumps",
+    "json_key",
+    "loads",
+    "parse_int",
+    "strip_bom",
+    "wrap",
+]
 
 
 @dataclass
@@ -38,9 +47,19 @@ def loads(data: bytes | str) -> tuple[Any, bool]:
         return _CONSTANTS[token]
 
     try:
-        return json.loads(data, parse_constant=constant), bool(seen)
+        return json.loads(data, parse_constant=constant, parse_int=parse_int), bool(seen)
     except RecursionError:
         raise ValueError("the JSON is nested too deeply") from None
+
+
+MAX_INT_DIGITS = 4300  # Python's int() refuses longer digit strings (sys.int_info)
+
+
+def parse_int(text: str) -> int | float:
+    """A JSON or CSV integer; one too long for int() (any integer beyond 4300 digits is
+    beyond a double, as the model server reads it too) is a float: infinity."""
+    digits = len(text) - (text[:1] in "+-")
+    return int(text) if digits <= MAX_INT_DIGITS else float(text)
 
 
 def dumps(value: Any, nonfinite: bool = False) -> bytes:

@@ -87,13 +87,13 @@ def parse_request(rest: bytes) -> FrontRequest | None:
     )
 
 
-def bind_socket() -> socket.socket:
-    """The datagram socket serve's relay sends to, on a free loopback port; serve binds it
-    once and hands it to each Python service process it starts (reports wait in it while a
-    service restarts)."""
+def bind_socket(port: int = 0) -> socket.socket:
+    """The datagram socket serve's relay sends to, on loopback `port` (0: a free one); serve
+    binds it once and hands it to each Python service process it starts (reports wait in it
+    while a service restarts)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER)
-    sock.bind((LOOPBACK, 0))
+    sock.bind((LOOPBACK, port))
     sock.set_inheritable(True)
     return sock
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from process_utils import no_dump
 from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.frontdoor.execution_parameters import execution_parameters
 from sagemaker_serving.frontdoor.front_log_relay import FRONT_LOG, new_log, nginx_access_log
-from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH
 
 NGINX_DIR = Path(__file__).resolve().parent / "nginx"  # package data: template, tfs.js
 TEMPLATE_NAME = "nginx.conf.template"
@@ -30,6 +30,7 @@ HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 _PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
 CONF_NAME = "nginx.conf"
 ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
+PROBE_BUFFER = "1m"  # /ping's probes read at most this: a status answer is a few hundred bytes
 TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # under nginx_temp_root()
 
 # /invocations through njs; what njs cannot convert goes on to the Python service.
@@ -123,6 +124,8 @@ def service_ping_location(gate: str) -> str:
             proxy_set_header X-Sagemaker-Serving-Token $service_token;
             proxy_connect_timeout 1s;
             proxy_read_timeout 1500ms;
+            proxy_buffering off;  # into a bound its answer never reaches: it cannot hang
+            subrequest_output_buffer_size {PROBE_BUFFER};
             proxy_pass http://python_service/ping;
         }}"""
 
@@ -221,11 +224,14 @@ def nginx_temp_root(service: PythonServiceLink) -> Path:
 
 
 def ping_targets(rest_ports: Sequence[int], model_names: Sequence[str]) -> str:
-    """The internal URIs /ping checks: every model on every model server instance (with no
-    models, multi-model: every instance answering at all)."""
-    if not model_names:
-        return " ".join(f"/_instance/{port}{PROMETHEUS_PATH}" for port in rest_ports)
-    return " ".join(f"/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names)
+    """What /ping checks besides the Python service, as `kind=internal URI` (tfs.js ping):
+    `model=` every model AVAILABLE on every model server instance. With no models
+    (multi-model), nothing: the service's /ping tells whether every instance is up
+    (health.InstanceWatch), so /ping neither waits for a model server busy loading models
+    nor reads a page that grows with every model loaded (the metrics)."""
+    return " ".join(
+        f"model=/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names
+    )
 
 
 @dataclass
@@ -244,9 +250,11 @@ class NginxConf:
         return self.path
 
     def command(self) -> list[str]:
-        """nginx in the foreground on this file (add -t to only test it)."""
+        """nginx in the foreground on this file (add -t to only test it), its workers kept
+        non-dumpable (they hold the run's secret; process_utils.no_dump)."""
         run_dir = str(self.values["RUN_DIR"])
-        return [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
+        nginx = [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
+        return no_dump.command(nginx)
 
 
 def nginx_conf(
@@ -285,6 +293,7 @@ def nginx_conf(
         "LOG_LEVEL": settings.nginx_log_level,
         "SHUTDOWN_GRACE": shutdown_grace,
         "PING_GATE": gate,
+        "PROBE_BUFFER": PROBE_BUFFER,
         "NGINX_DIR": layout.nginx_dir,
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
@@ -302,6 +311,6 @@ def nginx_conf(
         "SERVICE_TOKEN": service.access.token,
         "NGINX_USER": service.access.nginx_user,
         # multi-model: 200 once the service is up, whatever is loaded
-        "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} /_service/ping".strip(),
+        "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} ok=/_service/ping".strip(),
     }
     return NginxConf(layout, run_dir / CONF_NAME, values, front_log)

@@ -10,8 +10,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_utils import no_dump
 from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
+from sagemaker_serving.config.ports import front_metrics_port
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.environments import pool as handler_pool
@@ -138,6 +140,7 @@ def service_process(
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
     access = new_access()
+    no_dump.make_non_dumpable()  # serve holds the run's secret from here on
     socket_dir = service_access.socket_dir(access)  # for nginx's workers only
     socket_path = str(socket_dir / "gunicorn.sock")
     metrics_dir = run_dir / "prometheus"
@@ -156,7 +159,7 @@ def service_process(
         f"--log-format={settings.log_format}",
         f"--umask={access.umask:o}",
     ]
-    metrics_socket = bind_socket()
+    metrics_socket = bind_socket(front_metrics_port(settings))
     metrics_port = metrics_socket.getsockname()[1]
     metrics_fd = metrics_socket.detach()
     secret_fd = token_fd(access.token)

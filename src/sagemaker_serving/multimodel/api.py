@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import falcon
 import orjson
 from falcon.asgi import Request, Response
 
@@ -25,6 +25,7 @@ from sagemaker_serving.multimodel.manager import (
     MultiModelManager,
 )
 from sagemaker_serving.multimodel.registry import LoadedModel
+from sagemaker_serving.service.invocations import json_error
 from sagemaker_serving.service.user_code import Handlers
 
 if TYPE_CHECKING:
@@ -36,10 +37,16 @@ PREFIX = "/models/"
 INVOKE_SUFFIX = "/invoke"
 
 
-def _error(resp: Response, status: int, message: str) -> None:
-    resp.status = falcon.code_to_http_status(status)
-    resp.content_type = "application/json"
-    resp.data = orjson.dumps({"error": message}) + b"\n"
+MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
+
+
+def _error(req: Request, resp: Response, exc: MultiModelError, root: Path) -> None:
+    """The error as JSON with the request id; paths under the model directory relative to
+    it (a client names models by url, and needs no internal paths); at most MAX_ERROR_CHARS."""
+    message = exc.message.replace(f"{root}/", "").replace(str(root), ".")
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + "..."
+    json_error(resp, exc.status, message, req.get_header("X-Request-Id") or "")
 
 
 def _ok(resp: Response, doc: dict) -> None:
@@ -65,7 +72,7 @@ class ModelsResource:
                 self.manager.page, limit, req.get_param("next_page_token")
             )
         except MultiModelError as exc:
-            _error(resp, exc.status, exc.message)
+            _error(req, resp, exc, self.manager.model_root)
             return
         doc: dict = {"models": [_description(m) for m in models]}
         if next_token is not None:
@@ -79,7 +86,7 @@ class ModelsResource:
                 self.manager.load, name, url, self.code.prepare, self.code.release
             )
         except MultiModelError as exc:
-            _error(resp, exc.status, exc.message)
+            _error(req, resp, exc, self.manager.model_root)
             return
         ports = self.manager.client
         rest = ", ".join(map(str, ports.rest_ports))
@@ -120,7 +127,7 @@ class ModelSink:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
-            _error(resp, exc.status, exc.message)
+            _error(req, resp, exc, self.manager.model_root)
 
     def _unload(self, name: str) -> None:
         self.manager.unload(name, self.code.release)

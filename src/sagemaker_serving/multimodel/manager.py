@@ -8,7 +8,9 @@ instance before the error is answered.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -108,6 +110,7 @@ class MultiModelManager:
             if found is None:
                 log.warning("load of %s: no SavedModel version under %s", name, url)
                 raise no_base_path(url, name)
+            self._check_inside(base, url)  # the versions found under it included
             self._check_memory(name, found)
             model = LoadedModel(
                 name, str(base), found.name, str(found.base_path), tuple(found.versions)
@@ -119,6 +122,7 @@ class MultiModelManager:
             try:
                 self._apply([*models.values(), model], deadline)
                 self._wait(model, deadline, available=True)
+                self.registry.write({**models, name: model}, generation)
             except Exception as exc:
                 error = _load_error(name, exc)
                 log.warning("loading %s failed: %s; taking it back out", name, error.message)
@@ -126,8 +130,6 @@ class MultiModelManager:
                 if release is not None:
                     release(model)
                 raise error from None
-            models[name] = model
-            self.registry.write(models, generation)
         log.info("loaded model %s from %s as %s %s", name, url, model.internal_name, model.versions)
         return model
 
@@ -155,6 +157,8 @@ class MultiModelManager:
     def _model_url(self, url: str, name: str) -> Path:
         if not isinstance(url, str) or not url or "\x00" in url:
             raise MultiModelError("url must be a non-empty path", 400)
+        if not _utf8(url):
+            raise MultiModelError("url must be valid Unicode (no lone surrogates)", 400)
         path = Path(url)
         if not path.is_absolute():
             path = self.model_root / path
@@ -166,13 +170,39 @@ class MultiModelManager:
             reason = getattr(exc, "strerror", None) or str(exc)
             raise MultiModelError(f"url {url} is not a usable path: {reason}", 400) from None
         if not inside:
-            raise MultiModelError(
-                f"url {url} is outside the model directory {self.model_root}", 400
-            )
+            raise MultiModelError(f"url {url} is outside the model directory", 400)
         if not is_dir:
             log.warning("load: %s is not a directory", url)
             raise no_base_path(url, name)
         return resolved
+
+    def _inside(self, path: Path) -> bool:
+        return path == self.model_root or self.model_root in path.parents
+
+    def _check_inside(self, top: Path, url: str) -> None:
+        """400 when anything the model server or the model's code would read under `top`
+        (links followed: versions, their files, code/) leads outside the model directory."""
+        seen = {top.resolve()}
+        pending = [top]
+        while pending:
+            directory = pending.pop()
+            try:
+                with os.scandir(directory) as scan:
+                    entries = list(scan)
+            except OSError:
+                continue  # unreadable: the model server cannot read it either
+            for entry in entries:
+                real = Path(os.path.realpath(entry.path))
+                if not self._inside(real):
+                    where = Path(entry.path).relative_to(top)
+                    log.warning("load from %s refused: %s leads to %s", url, entry.path, real)
+                    raise MultiModelError(
+                        f"url {url}: {where} links to a path outside the model directory", 400
+                    )
+                with contextlib.suppress(OSError):
+                    if entry.is_dir() and real not in seen:
+                        seen.add(real)
+                        pending.append(Path(entry.path))
 
     def _check_memory(self, name: str, model: Model) -> None:
         size = sum(
@@ -244,11 +274,25 @@ def _config(models: Sequence[LoadedModel]) -> bytes:
 
 
 def _load_error(name: str, exc: Exception) -> MultiModelError:
-    """Why a load failed, for the JSON answer (504 when it ran past its deadline)."""
+    """Why a load failed, for the JSON answer (504 when it ran past its deadline), naming the
+    model as the client did (not by the model server's name of it)."""
     if isinstance(exc, StatusError):
-        return as_multi_model_error(f"Model {name} could not be loaded", exc)
-    log.error("loading model %s failed", name, exc_info=exc)
-    return MultiModelError(f"Model {name} could not be loaded: {type(exc).__name__}: {exc}", 500)
+        error = as_multi_model_error(f"Model {name} could not be loaded", exc)
+    else:
+        log.error("loading model %s failed", name, exc_info=exc)
+        error = MultiModelError(
+            f"Model {name} could not be loaded: {type(exc).__name__}: {exc}", 500
+        )
+    return MultiModelError(error.message.replace(internal_name(name), name), error.status)
+
+
+def _utf8(text: str) -> bool:
+    """Whether `text` can be written out (JSON answers, logs): no lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_name(name: object) -> None:
@@ -259,6 +303,8 @@ def check_name(name: object) -> None:
         )
     if any(ord(c) < 32 for c in name):
         raise MultiModelError("model_name must not contain control characters", 400)
+    if not _utf8(name):
+        raise MultiModelError("model_name must be valid Unicode (no lone surrogates)", 400)
     if any(segment in (".", "..") for segment in name.replace("\\", "/").split("/")):
         raise MultiModelError(
             f"model_name {name!r} tries to leave its directory ('.' or '..' path segments)", 400

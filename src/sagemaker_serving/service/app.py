@@ -2,12 +2,14 @@
 routes and error handling.
 
 /invocations: input_handler -> model server -> output_handler (or handler, or the built-in
-formats; invocations.py); /ping: 200 once the handlers imported; /metrics: Prometheus text;
-/models: the multi-model API (multimodel/).
+formats; invocations.py); /ping: 200 once the handlers imported (multi-model: and while every
+model server instance is up); /metrics: Prometheus text; /models: the multi-model API
+(multimodel/).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import logging
@@ -28,19 +30,31 @@ from sagemaker_serving.service.invocations import Invocations, json_error
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.user_code import Handlers, load_handlers
+from sagemaker_serving.tfs_client.health import InstanceWatch
 
 log = logging.getLogger("sagemaker_serving.service")
 
 
 class Ping:
-    """200 while the handlers can run: imported here, or their pool takes connections."""
+    """200 (empty) once the handlers imported, and while their processes answer when they
+    have processes of their own; on a multi-model endpoint, also only while every model
+    server instance is up (`watch`, known without asking them now: loads keep them busy),
+    else a JSON 503."""
 
-    def __init__(self, handlers: Handlers) -> None:
+    def __init__(self, handlers: Handlers, watch: InstanceWatch | None = None) -> None:
         self.remote = handlers.remote
+        self.watch = watch
 
     async def on_get(self, req: Request, resp: Response) -> None:
-        if self.remote is not None and not await self.remote.alive():
-            json_error(resp, 503, "The handler processes are not running", "")
+        watch, problem = self.watch, None
+        if watch is not None and watch.started():
+            problem = watch.problem(0)
+        elif watch is not None:  # on a thread: it waits for the first probes to answer
+            problem = await asyncio.to_thread(watch.problem)
+        if problem is None and self.remote is not None and not await self.remote.alive():
+            problem = "the handler processes are not answering"
+        if problem is not None:
+            json_error(resp, 503, f"Not ready: {problem}", req.get_header("X-Request-Id") or "")
             return
         resp.status = falcon.HTTP_200
         resp.content_type = "application/json"
@@ -123,7 +137,8 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     app = falcon.asgi.App(middleware=[NoOptions()])
     invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)
-    app.add_route("/ping", Ping(handlers))
+    watch = InstanceWatch(config.rest_ports) if config.multi_model else None
+    app.add_route("/ping", Ping(handlers, watch))
     app.add_route("/metrics", Metrics(metrics, placement))
     if config.multi_model:
         _add_multi_model_routes(app, config, invocations)

@@ -11,7 +11,6 @@ REST answers.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -26,6 +25,7 @@ from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.service.handler_api import Context, HandlerError
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.tfs_client.client import ModelServerClient
+from sagemaker_serving.tfs_client.rest import error_text
 
 __all__ = ["BuiltinFormats", "default_input_handler", "default_output_handler"]
 
@@ -79,7 +79,7 @@ class BuiltinFormats:
         """A model server's REST answer as Accept asks; its errors as HandlerError (its
         status and message)."""
         if response.status_code != 200:
-            raise HandlerError(_error_message(response), response.status_code)
+            raise HandlerError(error_text(response), response.status_code)
         return encode_response(response.content, context.accept_header)
 
     def tensor_answer(self, outputs: dict, context: Context) -> tuple[bytes, str]:
@@ -105,13 +105,6 @@ class BuiltinFormats:
 
 
 _ACTIVE: ContextVar[BuiltinFormats | None] = ContextVar("builtin_formats", default=None)
-
-
-def _error_message(response: Any) -> str:
-    try:
-        return str(json.loads(response.content)["error"])
-    except (ValueError, KeyError, TypeError):
-        return response.text
 
 
 def default_input_handler(data: Any, context: Context) -> bytes:

@@ -18,6 +18,7 @@ from pathlib import Path
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
+from process_utils import no_dump
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import read_token
 from sagemaker_serving.config.service_config import ServiceConfig
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     log_setup.configure(args.log_level, args.log_format)
     token = read_token(args.token_fd)
+    no_dump.make_non_dumpable()  # the secret is in memory (gunicorn's workers inherit this)
     options = {
         "bind": args.bind,
         "umask": args.umask,

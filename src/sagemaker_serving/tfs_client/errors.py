@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from sagemaker_serving.errors import StatusError
 
+UNAVAILABLE = "The model server is unavailable"  # why (refused, reset, ...) goes to the log
+
 
 class ModelServerError(StatusError):
     """The model server answered with an error: its status and text (TF Serving's words)."""

@@ -6,12 +6,14 @@ code (503 ModelServerUnavailable, 504 ModelServerTimeout) and the model server's
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from sagemaker_serving.tfs_client.errors import (
+    UNAVAILABLE,
     ModelServerError,
     ModelServerTimeout,
     ModelServerUnavailable,
@@ -23,6 +25,8 @@ from sagemaker_serving.tfs_client.wire import (
     ReloadConfigResponse,
 )
 from tfs_rest_json.status_codes import http_status
+
+log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 2**31 - 1
 _NOT_ANSWERED = "The request deadline passed before the model server answered"
@@ -109,8 +113,9 @@ def grpc_error(exc: Any) -> ModelServerError:
     code = exc.code()
     name = code.name if code is not None else "UNKNOWN"
     details = exc.details() or name
-    if name == "UNAVAILABLE":
-        return ModelServerUnavailable(f"The model server is unavailable: {details}")
+    if name == "UNAVAILABLE":  # the details name internal addresses: the log has them
+        log.warning("the model server is unavailable: %s", details)
+        return ModelServerUnavailable(UNAVAILABLE)
     if name == "DEADLINE_EXCEEDED":
         return ModelServerTimeout("The model server did not answer before the request deadline")
     return ModelServerError(details, http_status(name))

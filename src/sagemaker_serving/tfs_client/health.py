@@ -2,17 +2,26 @@
 
 `version_states` reads TF Serving's model status answer (GET /v1/models/<model>) and
 `all_available` decides on it; serve's start-up probe (`model_available`) and the multi-model
-manager (waiting for a load) both ask through them.
+manager (waiting for a load) both ask through them. `instance_up` asks whether an instance
+answers at all, and `InstanceWatch` keeps asking it for a multi-model /ping.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
+import threading
+import time
 from collections.abc import Collection, Mapping
 
 PROMETHEUS_PATH = "/monitoring/prometheus/metrics"  # enabled on every instance serve starts
 AVAILABLE = "AVAILABLE"
+# Is an instance up, whatever it serves: the status of a model nobody loads (multi-model
+# names are mme-<hash>) is a small JSON 404 from any TF Serving. Never the metrics page: it
+# grows with every model an instance has seen (and nginx's probe would outgrow its buffer).
+INSTANCE_PROBE_MODEL = "sagemaker-serving-probe"
+INSTANCE_PROBE_PATH = f"/v1/models/{INSTANCE_PROBE_MODEL}"
 
 
 def version_states(status: bytes | str) -> dict[int, str]:
@@ -62,11 +71,82 @@ def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def instance_up(rest_port: int, timeout: float = 2.0, path: str = PROMETHEUS_PATH) -> bool:
-    """True when the model server answers its Prometheus endpoint (it needs no model)."""
-    return answers_ok(http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout), path)
+def instance_up(rest_port: int, timeout: float = 2.0, path: str = INSTANCE_PROBE_PATH) -> bool:
+    """True when the model server answers a model status request with its JSON (200, or
+    404 for a model it does not serve): its REST API is up, whatever it serves."""
+    reply = get(http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout), path)
+    return reply is not None and status_answer(*reply)
+
+
+def status_answer(status: int, body: bytes) -> bool:
+    """Whether (status, body) is a model server's answer to a model status request."""
+    if status not in (200, 404):
+        return False
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and ("model_version_status" in doc or "error" in doc)
 
 
 def model_path(model: str) -> str:
     """The REST path of a model's status."""
     return f"/v1/models/{model}"
+
+
+class InstanceWatch:
+    """Whether every model server instance is up, known at once: a daemon thread asks each
+    instance's status (INSTANCE_PROBE_PATH) every `every` seconds, each with its own
+    `timeout`. An instance is down when its last probe failed (refused, reset, not a status
+    answer) or when no probe finished for `timeout` plus two rounds (it hangs). A model server
+    busy loading models answers late, but it is up: a multi-model /ping asks this, never the
+    model server itself, so it answers within milliseconds whatever the loads do.
+
+    The thread starts on first use in each process (gunicorn forks its workers after the app
+    is made)."""
+
+    def __init__(self, rest_ports: Collection[int], every: float = 0.5, timeout: float = 5.0):
+        self.rest_ports = list(rest_ports)
+        self.every = every
+        self.timeout = timeout
+        self._last: dict[int, tuple[float, bool]] = {}  # port -> (when it finished, up)
+        self._started_in: int | None = None
+        self._lock = threading.Lock()
+        self._first = threading.Event()
+
+    def problem(self, wait: float = 1.0) -> str | None:
+        """None when every instance is up; else what is not (waits up to `wait` s for the
+        first round of probes in this process)."""
+        self._start()
+        self._first.wait(wait)
+        now = time.monotonic()
+        for index, port in enumerate(self.rest_ports):
+            finished, up = self._last.get(port, (None, False))
+            if finished is None:
+                return f"model server instance {index} has not answered yet"
+            if not up:
+                return f"model server instance {index} is not answering"
+            if now - finished > self.timeout + 2 * self.every:
+                return f"model server instance {index} has not answered for {now - finished:.0f} s"
+        return None
+
+    def started(self) -> bool:
+        """Whether this process has the first round of answers (problem() need not wait)."""
+        return self._started_in == os.getpid() and self._first.is_set()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started_in == os.getpid():
+                return
+            self._started_in = os.getpid()
+            self._last.clear()
+            self._first.clear()
+        threading.Thread(target=self._run, name="instance-watch", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            for port in self.rest_ports:
+                up = instance_up(port, self.timeout)
+                self._last[port] = (time.monotonic(), up)
+            self._first.set()
+            time.sleep(self.every)

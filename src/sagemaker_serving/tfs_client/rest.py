@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,11 +27,14 @@ from sagemaker_serving.environments.messages import OnePieceBody
 from sagemaker_serving.tfs_client import health
 from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
 from sagemaker_serving.tfs_client.errors import (
+    UNAVAILABLE,
     ModelServerError,
     ModelServerTimeout,
     ModelServerUnavailable,
 )
 from sagemaker_serving.tfs_client.http11 import Answer, ConnectionPool, PastDeadline, Unreachable
+
+log = logging.getLogger(__name__)
 
 POOL_SIZE = 32  # idle keep-alive connections kept per instance (and process)
 HOST = "127.0.0.1"
@@ -177,8 +181,9 @@ def _model_server_errors() -> Iterator[None]:
         yield
     except PastDeadline as exc:
         raise ModelServerTimeout(_PAST_DEADLINE) from exc
-    except Unreachable as exc:
-        raise ModelServerUnavailable(f"The model server is unavailable: {exc}") from exc
+    except Unreachable as exc:  # the reason names internal addresses: the log has it
+        log.warning("the model server is unavailable: %s", exc)
+        raise ModelServerUnavailable(UNAVAILABLE) from exc
 
 
 def response(answer: Answer, request: requests.PreparedRequest) -> requests.Response:
@@ -195,8 +200,9 @@ def response(answer: Answer, request: requests.PreparedRequest) -> requests.Resp
 
 
 def error_text(reply: requests.Response) -> str:
-    """TF Serving's error message (`{"error": ...}`), else the answer's text."""
+    """TF Serving's error message (`{"error": ...}`), else the answer's text. A message that
+    echoes a client's invalid UTF-8 is read with replacement characters (it is still JSON)."""
     try:
-        return str(json.loads(reply.content)["error"])
+        return str(json.loads(reply.content.decode("utf-8", "replace"))["error"])
     except (ValueError, KeyError, TypeError):
         return reply.text

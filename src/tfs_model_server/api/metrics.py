@@ -10,7 +10,7 @@ import bisect
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 
 def _exponential(scale: float, growth: float, count: int) -> list[float]:
@@ -68,6 +68,12 @@ class Counter:
     def value(self, *labels: str) -> int:
         return self._values.get(labels, 0)
 
+    def remove(self, first_labels: Collection[str]) -> None:
+        """Drop the series whose first label value is one of `first_labels`."""
+        with self._lock:
+            for key in [key for key in self._values if key and key[0] in first_labels]:
+                del self._values[key]
+
     def first_value(self) -> int:
         """The value of the first label set in order (TSL's first point), 0 without one."""
         with self._lock:
@@ -98,6 +104,12 @@ class Histogram:
             row[-2] += value
             row[-1] += 1
 
+    def remove(self, first_labels: Collection[str]) -> None:
+        """Drop the series whose first label value is one of `first_labels`."""
+        with self._lock:
+            for key in [key for key in self._values if key and key[0] in first_labels]:
+                del self._values[key]
+
     def count(self, *labels: str) -> int:
         row = self._values.get(labels)
         return int(row[-1]) if row else 0
@@ -122,9 +134,15 @@ INFERENCE_APIS = frozenset({"predict", "classify", "regress", "multi_inference"}
 
 
 class ServingMetrics:
-    """The metrics one model server process exports."""
+    """The metrics one model server process exports.
 
-    def __init__(self) -> None:
+    Requests are counted only for models in the config (`model_known`; as in TF Serving,
+    which counts a request once it has the model), and a model's series go when it is
+    unloaded (`forget`): a stream of distinct model names does not grow the page.
+    """
+
+    def __init__(self, model_known: Callable[[str], bool] | None = None) -> None:
+        self.model_known = model_known
         self.request_count = Counter("/tensorflow/serving/request_count", ["model_name", "status"])
         self.request_latency = Histogram(
             "/tensorflow/serving/request_latency",
@@ -176,15 +194,29 @@ class ServingMetrics:
 
     def record_request(self, model_name: str, api: str, status: str) -> None:
         """Count an inference request (status and metadata calls are not counted)."""
-        if api in INFERENCE_APIS:
+        if api in INFERENCE_APIS and self._known(model_name):
             self.request_count.inc(model_name, status)
 
     def record_success(self, model_name: str, api: str, protocol: str, started: float) -> None:
         """Count a request that succeeded and its latency since time.perf_counter() `started`."""
         self.record_request(model_name, api, "OK")
-        self.request_latency.observe(
-            (time.perf_counter() - started) * 1e6, model_name, api, protocol
-        )
+        if self._known(model_name):
+            self.request_latency.observe(
+                (time.perf_counter() - started) * 1e6, model_name, api, protocol
+            )
+
+    def _known(self, model_name: str) -> bool:
+        return self.model_known is None or self.model_known(model_name)
+
+    def forget(self, model_name: str, paths: Sequence[str], model_gone: bool) -> None:
+        """Drop the series of unloaded versions (by their paths) and, when the model left the
+        config, those of the model itself (by its name)."""
+        for metric in self._all:
+            first = metric.label_names[:1]
+            if first == ("model_path",):
+                metric.remove(set(paths))
+            elif model_gone and first in (("model_name",), ("model",)):
+                metric.remove({model_name})
 
     def int64_values(self, names: Sequence[str]) -> dict[str, int]:
         """Each named metric's int64 value as ModelService's ReloadConfig reads it: a

@@ -18,6 +18,7 @@ from tfs_model_server.core.errors import invalid_argument
 
 _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1
+_INT64_TEXT = len(str(_INT64_MIN))  # longer integer texts are beyond int64 and uint64
 
 
 class _ParseError(Exception):
@@ -232,14 +233,14 @@ class _Reader:
             power = self.digits()
             if not power:
                 self.fail("Miss exponent in number.")
-            if not negative and int(power) > 308 + len(fraction):
+            if not negative and _too_big(power, 308 + len(fraction)):
                 self.fail("Number too big to be stored in double.", start)
         text = self.data[start : self.pos]
-        if not fraction and not exponent:
+        if not fraction and not exponent and len(text) <= _INT64_TEXT:
             integer = int(text)
             if _INT64_MIN <= integer <= _UINT64_MAX:
                 return integer
-        value = float(text)
+        value = float(text)  # no digit limit, unlike int(): any longer integer is a double
         if math.isinf(value):
             self.fail("Number too big to be stored in double.", start)
         return value
@@ -255,9 +256,23 @@ class _Reader:
         self.fail("Invalid value.")
 
 
+def _too_big(digits: bytes, limit: int) -> bool:
+    """Whether the decimal `digits` (leading zeros allowed, any length) exceed `limit`."""
+    significant = digits.lstrip(b"0")
+    return len(significant) > len(str(limit)) or int(significant or b"0") > limit
+
+
 def _parse_int(text: str) -> int | float:
-    value = int(text)
-    return value if _INT64_MIN <= value <= _UINT64_MAX else float(text)
+    """An integer beyond int64/uint64 as a double, as rapidjson reads it; one too big for a
+    double is refused (the reader names it)."""
+    if len(text) <= _INT64_TEXT:
+        value = int(text)
+        if _INT64_MIN <= value <= _UINT64_MAX:
+            return value
+    number = float(text)  # no digit limit, unlike int()
+    if math.isinf(number):
+        raise _Reject
+    return number
 
 
 def _parse_float(text: str) -> float:

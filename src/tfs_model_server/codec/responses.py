@@ -51,6 +51,11 @@ def regress_response(values: Sequence[float]) -> bytes:
     return _utf8('{\n    "results": [' + _float32_joined(flat, flat.size, ", ")[0] + "]\n}")
 
 
+MAX_ERROR_CHARS = 4096  # an error text is cut there: it never echoes a whole request
+
+
 def error_body(message: str) -> bytes:
-    """MakeJsonFromStatus(): {"error": message}."""
+    """MakeJsonFromStatus(): {"error": message}, at most MAX_ERROR_CHARS of it."""
+    if len(message) > MAX_ERROR_CHARS:
+        message = message[:MAX_ERROR_CHARS] + f"... ({len(message) - MAX_ERROR_CHARS} more)"
     return _utf8('{\n    "error": ' + _json_string(message) + "\n}")

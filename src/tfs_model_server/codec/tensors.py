@@ -26,6 +26,7 @@ INT64_MAX = 2**63 - 1
 _INT64 = (-(2**63), INT64_MAX)
 _UINT32_MAX = 2**32 - 1
 _UINT64_MAX = 2**64 - 1
+MAX_DIMS = 64  # numpy's limit (TF's own is 254): deeper JSON nesting is refused
 
 _NP_DTYPES: dict[int, Any] = {
     types_pb2.DT_FLOAT: np.float32,
@@ -103,6 +104,15 @@ def _leaf(value: Any, dtype: int) -> Any:
     return _tensor_value(value, dtype)
 
 
+def _check_rank(rank: int) -> None:
+    """A tensor of more dimensions than an ndarray holds is the request's fault (400)."""
+    if rank > MAX_DIMS:
+        raise invalid_argument(
+            f"Too many dimensions: the JSON value is nested {rank} levels deep "
+            f"(a tensor has at most {MAX_DIMS})"
+        )
+
+
 def _dense_shape(value: Any) -> list[int]:
     """GetDenseTensorShape(): sizes along the first element of each nested list."""
     shape = []
@@ -111,6 +121,7 @@ def _dense_shape(value: Any) -> list[int]:
         if not value:
             break
         value = value[0]
+    _check_rank(len(shape))
     return shape
 
 
@@ -155,6 +166,7 @@ def _decimal_array(values: list, dtype: int) -> np.ndarray:
 
 def make_array(values: list, shape: Sequence[int], dtype: int) -> np.ndarray:
     """Values already checked by _tensor_value() as an ndarray of `dtype`."""
+    _check_rank(len(shape))
     np_dtype = _np_dtype(dtype)
     if dtype in _DECIMALS:
         array = _decimal_array(values, dtype)

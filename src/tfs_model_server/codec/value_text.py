@@ -3,7 +3,8 @@ JsonTypeString).
 
 TF Serving writes the offending value with rapidjson's PrettyWriter; this emulates that writer
 (Grisu shortest doubles, four-space indent, arrays on one line, a stop at the first
-NaN/Infinity) and the 256-byte limit TF Serving puts on it.
+NaN/Infinity) and the 256-byte limit TF Serving puts on it. Unlike TF Serving, a single
+string longer than that limit is cut too (TF Serving would echo a 4 MiB string whole).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class _DebugWriter:
         self.levels: list[list] = []  # [in_array, value_count] of each open container
 
     def _write(self, text: str) -> None:
+        if len(text) > _DEBUG_STRING_BYTES:  # one long string: TF writes it whole, we cut it
+            text = text[:_DEBUG_STRING_BYTES] + "..."
         self.parts.append(text)
         self.size += len(text.encode("utf-8", "surrogateescape"))
 

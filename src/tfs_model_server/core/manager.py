@@ -38,6 +38,12 @@ from tfs_model_server.core.servable import Servable
 log = logging.getLogger(__name__)
 
 Loader = Callable[[str, int, Path], Servable]
+# Told when versions are gone for good: (model name, their paths, whether the model is gone).
+Unloaded = Callable[[str, Sequence[Path], bool], None]
+
+# Models removed from the config whose versions all ended, kept for their status answers
+# (END); older ones are forgotten, so a stream of distinct names keeps memory flat.
+RETIRED_KEPT = 100
 
 # TF Serving's ServerCore num_initial_load_threads: 4 x the CPUs this process may run on
 INITIAL_LOAD_THREADS = 4 * len(os.sched_getaffinity(0))
@@ -86,6 +92,7 @@ class ModelRecord:
         self.versions: dict[int, VersionRecord] = {}
         self.labels: dict[str, int] = {}
         self.base_path_warned = False
+        self.forgotten = False  # retired, and its end reported (ModelManager._retire_ended)
 
     @property
     def name(self) -> str:
@@ -221,8 +228,10 @@ class ModelManager:
         load_threads: int = 0,
         unload_threads: int = 0,
         initial_load_threads: int = INITIAL_LOAD_THREADS,
+        on_unloaded: Unloaded | None = None,
     ) -> None:
         self._loader = loader
+        self._on_unloaded = on_unloaded
         self._load_threads = load_threads
         self._unload_threads = unload_threads
         self._initial_load_threads = initial_load_threads
@@ -252,6 +261,7 @@ class ModelManager:
                 if record is None:
                     record = ModelRecord(config)
                 record.config = config
+                record.forgotten = False
                 fresh[config.name] = record
             for name, record in old.items():
                 if name not in fresh:
@@ -312,6 +322,7 @@ class ModelManager:
             if load_threads <= 1 and self._unload_threads <= 1:
                 for record, aspired in changes:  # one action at a time, model by model
                     self._reconcile(record, aspired)
+                self._retire_ended()
                 return
             loads = [
                 functools.partial(self._load, record.name, rec)
@@ -325,6 +336,47 @@ class ModelManager:
                 for rec in self._to_unload(record, aspired)
             ]
             run_together(unloads, self._unload_threads, "tfs-unload")
+            self._retire_ended()
+
+    def has_model(self, name: str) -> bool:
+        """Whether `name` is in the current config (loaded or not)."""
+        return name in self._models
+
+    def _retire_ended(self) -> None:
+        """Models removed from the config whose versions all ended: reported once
+        (on_unloaded), and all but the RETIRED_KEPT most recent forgotten."""
+        with self._lock:
+            ended = [
+                record
+                for record in self._retired.values()
+                if not record.forgotten
+                and all(rec.state is State.END for rec in record.versions.values())
+            ]
+            for record in ended:
+                record.forgotten = True
+            for name in [name for name, record in self._retired.items() if record.forgotten][
+                : max(0, len(self._retired) - RETIRED_KEPT)
+            ]:
+                del self._retired[name]
+        for record in ended:
+            paths = [rec.path for rec in record.versions.values()]
+            self._report_unloaded(record.name, paths, model_gone=True)
+
+    def _report_unloaded(self, name: str, paths: Sequence[Path], model_gone: bool) -> None:
+        """on_unloaded with the paths no other version still uses (models may share one)."""
+        if self._on_unloaded is not None:
+            with self._lock:
+                records = [*self._models.values(), *self._retired.values()]
+                in_use = {
+                    rec.path
+                    for record in records
+                    for rec in record.versions.values()
+                    if rec.state is not State.END
+                }
+            try:
+                self._on_unloaded(name, [path for path in paths if path not in in_use], model_gone)
+            except Exception:  # a report must never stop an unload
+                log.exception("reporting the unload of %s failed", name)
 
     def _aspired(self, record: ModelRecord) -> dict[int, Path] | None:
         base = record.config.base_path
@@ -444,6 +496,7 @@ class ModelManager:
             rec.state, rec.error = State.END, None
             self._lock.notify_all()
         log.info("Unloaded servable version {name: %s version: %d}", name, rec.version)
+        self._report_unloaded(name, [rec.path], model_gone=False)
 
     # ----- waiting --------------------------------------------------------------------
     def wait_until_available(

@@ -115,7 +115,9 @@ class ModelServer:
             allow_labels_for_unavailable=options.allow_version_labels_for_unavailable_models,
             load_threads=options.num_load_threads,
             unload_threads=options.num_unload_threads,
+            on_unloaded=self._forget_series,
         )
+        self.metrics.model_known = self.manager.has_model
         self.plane = DataPlane(
             self.manager, self.metrics, self.scheduler, options.enable_signature_method_name_check
         )
@@ -134,6 +136,10 @@ class ModelServer:
         if not config.prometheus_config.enable:
             return None
         return config.prometheus_config.path or DEFAULT_METRICS_PATH
+
+    def _forget_series(self, name: str, paths: Sequence[Path], model_gone: bool) -> None:
+        """Unloaded versions (and a model gone from the config) leave the metrics page."""
+        self.metrics.forget(name, [str(path) for path in paths], model_gone)
 
     def _load(self, name: str, version: int, path: Path) -> Servable:
         start = time.perf_counter()

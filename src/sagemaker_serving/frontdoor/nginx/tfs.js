@@ -119,6 +119,19 @@ function routing(r) {
     return route;
 }
 
+// '1' when X-Amzn-SageMaker-Custom-Attributes came more than once: nginx.conf refuses such a
+// request on every path (njs would join the headers, the Python service read the first).
+function repeatedAttributes(r) {
+    var raw = r.rawHeadersIn;
+    var seen = 0;
+    for (var i = 0; i < raw.length; i++) {
+        if (raw[i][0].toLowerCase() === 'x-amzn-sagemaker-custom-attributes' && ++seen > 1) {
+            return '1';
+        }
+    }
+    return '';
+}
+
 function tfsPath(route) {
     var path = '/_tfs/v1/models/' + route.model;
     if (route.version !== null) {
@@ -783,8 +796,31 @@ function modelAvailable(reply) {
     return true;
 }
 
-// 200 (empty body) only while every model is AVAILABLE on every model server instance and every
-// extra check (e.g. the Python service) answers 200; serve sets $tfs_draining while stopping.
+var INSTANCE_MODEL = /^\/_instance\/[0-9]+\/v1\/models\/(.*)$/;
+
+// Why a check failed, in words without internal addresses: the model's name, or what the
+// Python service said (its JSON error), else its status.
+function notReady(uri, reply) {
+    var model = INSTANCE_MODEL.exec(uri);
+    if (model !== null) {
+        return 'Not ready: model ' + model[1] + ' is not available (' + reply.status + ')';
+    }
+    var doc = parseOr(reply.responseText || '');
+    if (doc !== UNPARSED && doc !== null && typeof doc === 'object'
+        && typeof doc.error === 'string') {
+        return doc.error;
+    }
+    return 'Not ready: the Python service answered ' + reply.status;
+}
+
+var PING_CHECKS = table({model: modelAvailable, ok: function (reply) {
+    return reply.status === 200;
+}});
+
+// 200 (empty body) only while every check of $tfs_ping_targets (`kind=internal URI`, written by
+// nginx_config.ping_targets) passes: `model=` a model AVAILABLE on an instance, `ok=` a 200 (the
+// Python service, which on a multi-model endpoint also tells whether every instance is up);
+// serve sets $tfs_draining while stopping.
 async function ping(r) {
     try {
         if (r.variables.tfs_draining === '1') {
@@ -793,15 +829,17 @@ async function ping(r) {
         }
         var targets = r.variables.tfs_ping_targets.split(' ').filter(function (t) {
             return t.length > 0;
+        }).map(function (t) {
+            var eq = t.indexOf('=');
+            return {check: PING_CHECKS[t.slice(0, eq)], uri: t.slice(eq + 1)};
         });
         var checks = targets.map(function (t) {
-            return r.subrequest(t, {method: 'GET'});
+            return r.subrequest(t.uri, {method: 'GET'});
         });
         var replies = await Promise.all(checks);
         for (var k = 0; k < replies.length; k++) {
-            var isModel = targets[k].startsWith('/_instance/') && targets[k].indexOf('/v1/models/') > 0;
-            if (isModel ? !modelAvailable(replies[k]) : replies[k].status !== 200) {
-                sendError(r, 503, 'Not ready: ' + targets[k] + ' answered ' + replies[k].status);
+            if (!targets[k].check(replies[k])) {
+                sendError(r, 503, notReady(targets[k].uri, replies[k]));
                 return;
             }
         }
@@ -819,4 +857,4 @@ function executionParameters(r) {
     r.return(200, r.variables.tfs_execution_parameters + '\n');
 }
 
-export default {invocations, ping, executionParameters};
+export default {invocations, ping, executionParameters, repeatedAttributes};

@@ -108,3 +108,22 @@ def test_csv_quoted_strings_round_trip(rows):
     out = io.StringIO()
     csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
     assert csv_instances(out.getvalue().encode()) == rows
+
+
+@pytest.mark.parametrize(
+    "field",
+    [b"1" * (256 * 1024), b"-" + b"9" * 4301, b"1e999", b"-1e" + b"9" * 5000, b"1" * 400 + b".5"],
+)
+def test_csv_numbers_beyond_a_double_are_400(field):
+    """A field of digits longer than int() reads, or any number beyond a double, is a 400
+    naming the field, as the fast path's model server refuses it: never a 500, never null."""
+    assert_400_naming(b"1.0\n" + field + b"\n", "text/csv", "line 2, field 1: number too big")
+    assert_400_naming(b"1," + field + b"\n", "text/csv", "line 1, field 2: number too big")
+
+
+def test_csv_integers_beyond_64_bits_keep_their_digits():
+    """Up to int()'s 4300 digits an integer goes on as written (the model server reads it as
+    a double, or refuses it beyond one, as on the fast path)."""
+    digits = "1" * 400
+    request = decode_request(digits.encode() + b"\n", "text/csv", None)
+    assert request.body == b'{"instances":[' + digits.encode() + b"]}"

@@ -154,3 +154,20 @@ def test_json_lines_accepted_by_tf_serving():
     request = decode_request(b"[1.0, 2.0]\n[3.0, NaN]", "application/jsonlines", None)
     arrays, row_format = tf_serving_inputs(request, specs(spec("x")))
     assert row_format and arrays["x"].shape == (2, 2) and np.isnan(arrays["x"][1, 1])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"1" * 4301,
+        b"[" + b"9" * 100_000 + b", NaN]",
+        b"[1e" + b"1" * 5000 + b"]",
+        b'{"instances": [' + b"1" * 4301 + b"]}",
+    ],
+)
+def test_json_long_numbers_go_on_as_written(body):
+    """Integers longer than int() reads and long exponents are not the service's to refuse:
+    the text goes on unchanged, and the model server reads or refuses the number as on the
+    fast path (never a 500 here)."""
+    request = decode_request(body, "application/json", None)
+    assert body in request.body

@@ -94,7 +94,7 @@ def test_the_variants_route_invocations_where_they_should(tmp_path: Path):
     assert "proxy_pass http://python_service/invocations;" in text["user-code"]
     assert "$multi_model_route" not in text["user-code"]
     assert "rewrite ^ /_multi_model last;" in text["multi-model"]
-    assert "/_instance/8503/v1/models/half_plus_three" in text["fast-path"]
+    assert "model=/_instance/8503/v1/models/half_plus_three" in text["fast-path"]
 
 
 def test_the_config_is_private_and_draining_rewrites_it(tmp_path: Path):
@@ -109,10 +109,12 @@ def test_the_config_is_private_and_draining_rewrites_it(tmp_path: Path):
 
 def test_ping_targets():
     assert ping_targets([8501, 8503], ["a", "b"]) == (
-        "/_instance/8501/v1/models/a /_instance/8501/v1/models/b "
-        "/_instance/8503/v1/models/a /_instance/8503/v1/models/b"
+        "model=/_instance/8501/v1/models/a model=/_instance/8501/v1/models/b "
+        "model=/_instance/8503/v1/models/a model=/_instance/8503/v1/models/b"
     )
-    assert ping_targets([8501], []) == "/_instance/8501/monitoring/prometheus/metrics"
+    # multi-model: the Python service's /ping alone (it knows whether every instance is up);
+    # never the metrics page (it grows with every model ever loaded)
+    assert ping_targets([8501], []) == ""
 
 
 def test_render_needs_a_value_for_every_placeholder():

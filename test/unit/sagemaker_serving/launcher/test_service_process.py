@@ -83,6 +83,19 @@ def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess
     assert service.child.env["PROMETHEUS_MULTIPROC_DIR"].endswith("prometheus")
 
 
+def test_the_front_metrics_port_comes_from_the_safe_port_range(tmp_path: Path):
+    from process_utils import free_port_range
+
+    low, high = free_port_range(5)  # 2 model servers (PORTS' count), then the relay
+    (tmp_path / "run").mkdir()
+    env = {"SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
+    process = prepared(tmp_path, **env)
+    try:
+        assert process.metrics_port == low + 4
+    finally:
+        process.cleanup()
+
+
 def test_cleanup_closes_the_descriptors_and_removes_the_sockets(tmp_path: Path):
     (tmp_path / "run").mkdir()
     service = prepared(tmp_path)

@@ -74,9 +74,11 @@ def test_a_model_with_its_own_code_and_an_opaque_name(api):
 
 def test_a_second_load_of_a_name_is_409(api):
     assert load(api, "twice", "plain").status_code == 200
-    reply = load(api, "twice", "plain")
+    reply = api.simulate_post(
+        "/models", json={"model_name": "twice", "url": "plain"}, headers={"X-Request-Id": "r-1"}
+    )
     assert reply.status_code == 409
-    assert reply.json == {"error": "Model twice is already loaded."}
+    assert reply.json == {"error": "Model twice is already loaded.", "request_id": "r-1"}
 
 
 def test_a_url_without_a_model_is_404(api):
@@ -124,3 +126,76 @@ def test_methods_each_route_does_not_answer_are_405(api):
     assert reply.status_code == 405 and reply.headers["Allow"] == "GET, HEAD, DELETE"
     reply = api.simulate_get("/models/m/invoke")
     assert reply.status_code == 405 and reply.headers["Allow"] == "POST"
+
+
+@pytest.mark.parametrize("name", ["\ud800", "a\udcffb", "\udfff"])
+def test_a_name_that_cannot_be_written_out_is_400_and_registers_nothing(api, name):
+    """A lone surrogate is valid JSON but no UTF-8: refused before anything is registered,
+    so the listing keeps answering (it answered 500 for good)."""
+    escaped = name.encode("unicode_escape").decode()  # "\\ud800": JSON's escape of it
+    body = '{"model_name": "' + escaped + '", "url": "plain"}'
+    reply = api.simulate_post("/models", body=body, headers={"X-Request-Id": "r-2"})
+    assert reply.status_code == 400, reply.text
+    assert reply.json == {
+        "error": "model_name must be valid Unicode (no lone surrogates)",
+        "request_id": "r-2",
+    }
+    reply = api.simulate_get("/models")
+    assert reply.status_code == 200 and reply.json == {"models": []}
+
+
+def test_errors_show_no_path_of_the_model_directory(api, tmp_path):
+    root = str(tmp_path / "models")
+    for url in ("/etc", "nothing", "../x", "plain/1"):
+        reply = load(api, "p", url)
+        assert reply.status_code in (400, 404) and "request_id" in reply.json, reply.text
+        assert root not in reply.text, reply.text
+    reply = load(api, "p", "/" + "u" * 1_000_000)  # never echoed whole
+    assert reply.status_code == 400 and len(reply.json["error"]) < 2100, reply.text[:300]
+
+
+def test_a_symlink_out_of_the_model_directory_is_400_and_loads_nothing(api, tmp_path, small_models):
+    """A url whose model, a version of it, or a file of a version is a link leading outside
+    the model directory is refused (it loaded a model from anywhere); links that stay
+    inside are fine."""
+    models = tmp_path / "models"
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(small_models / "half_plus_two", outside / "model")
+    (models / "m5").mkdir()
+    (models / "m5" / "half_plus_three").symlink_to(outside / "model")
+    (models / "v").mkdir()
+    (models / "v" / "123").symlink_to(outside / "model" / "123")
+    shutil.copytree(small_models / "half_plus_two", models / "f")
+    variables = models / "f" / "123" / "variables"
+    shutil.rmtree(variables)
+    variables.symlink_to(outside / "model" / "123" / "variables")
+    (models / "inside").mkdir()
+    (models / "inside" / "linked").symlink_to(models / "plain")
+    for url in ("m5", "v", "f"):
+        reply = load(api, url, url)
+        assert reply.status_code == 400, reply.text
+        assert "links to a path outside the model directory" in reply.json["error"]
+        assert str(tmp_path) not in reply.text
+    assert api.simulate_get("/models").json == {"models": []}
+    assert load(api, "inside", "inside").status_code == 200
+
+
+def test_ping_says_whether_every_model_server_instance_is_up(api, make_app):
+    """A multi-model /ping answers from what the service knows of the instances (it never
+    waits for a model server busy loading, nor reads its metrics page)."""
+    assert api.simulate_get("/ping").status_code == 200
+    down = make_app(None, multi_model=True, rest_ports=[closed_port()])
+    reply = down.simulate_get("/ping", headers={"X-Request-Id": "r-3"})
+    assert reply.status_code == 503
+    assert reply.json == {
+        "error": "Not ready: model server instance 0 is not answering",
+        "request_id": "r-3",
+    }
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -236,3 +236,26 @@ def test_cached_metadata_is_dropped_when_any_process_changes_the_models(tmp_path
     other_worker.invalidate()  # a model server died
     assert mm.page(10, None) == ([], None)
     assert client.metadata("half_plus_two", None, deadline) is not fresh
+
+
+def test_a_load_that_fails_after_its_prepare_is_undone(tmp_path, model_root):
+    """What `prepare` did (its requirements installed) is taken back when the load then
+    fails, as the load itself is: a failed load leaves no trace."""
+
+    def states(index, model, deadline):
+        raise ModelServerTimeout("The model server did not answer before the deadline")
+
+    prepared, undone = [], []
+    mm = manager(tmp_path, model_root, FakeModelServers(states))
+    with pytest.raises(MultiModelError) as info:
+        mm.load("b", "b", prepare=lambda m, d: prepared.append(m.name), undo=undone.append)
+    assert info.value.status == 504
+    assert prepared == ["b"] and [m.name for m in undone] == ["b"]
+    assert mm.registry.read() == {}
+
+
+@pytest.mark.parametrize("name", ["\ud800", "x\udc80"])
+def test_names_with_lone_surrogates_are_refused(name):
+    with pytest.raises(MultiModelError) as info:
+        check_name(name)
+    assert info.value.status == 400 and "lone surrogates" in info.value.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 
 import pytest
 
@@ -53,9 +54,29 @@ def test_model_available_on_a_real_model_server(tfs_server):
 
 
 def test_instance_up_and_answers_ok(tfs_server):
+    # a status answer, for a model it serves or not (its JSON 404), says the instance is up
+    assert health.instance_up(tfs_server.rest_port)
     assert health.instance_up(tfs_server.rest_port, path="/v1/models/half_plus_two")
-    assert not health.instance_up(tfs_server.rest_port, path="/v1/models/no_such_model")
     assert not health.instance_up(closed_port())
+    assert not health.status_answer(404, b"<html>Not Found</html>")
     conn = http.client.HTTPConnection("127.0.0.1", tfs_server.rest_port, timeout=2)
     assert health.get(conn, "/v1/models/no_such_model")[0] == 404  # type: ignore[index]
     assert health.get(http.client.HTTPConnection("127.0.0.1", closed_port()), "/") is None
+
+
+def test_instance_watch_knows_at_once_whether_every_instance_is_up(tfs_server):
+    """A multi-model /ping asks the watch, which knows without asking the model servers now:
+    up while the status is answered, down at once when refused, down when a probe hangs."""
+    watch = health.InstanceWatch([tfs_server.rest_port], every=0.05, timeout=0.5)
+    assert watch.problem(wait=10) is None
+    down = health.InstanceWatch([tfs_server.rest_port, closed_port()], every=0.05, timeout=0.5)
+    assert down.problem(wait=10) == "model server instance 1 is not answering"
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        hung = health.InstanceWatch([silent.getsockname()[1]], every=0.05, timeout=0.5)
+        deadline = time.monotonic() + 30
+        while hung.problem(wait=10) is None or "has not answered yet" in hung.problem():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert hung.problem() == "model server instance 0 is not answering"

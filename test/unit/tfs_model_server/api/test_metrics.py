@@ -44,3 +44,23 @@ def test_only_inference_requests_are_counted() -> None:
     assert metrics.request_latency.count("m", "classify", "GRPC") == 1
     text = metrics.render().decode()
     assert text.endswith("\n") and "# TYPE :tensorflow:serving:batching_session:batch_size" in text
+
+
+def test_forget_drops_a_models_series_and_requests_count_only_known_models() -> None:
+    known = {"m", "other"}
+    metrics = ServingMetrics(model_known=known.__contains__)
+    for name in ("m", "other", "unknown"):
+        metrics.record_success(name, "predict", "REST", time.perf_counter())
+        metrics.example_count_total.inc(name, amount=2)
+    metrics.load_attempt_count.inc("/models/m/1", "success")
+    metrics.warmup_records_read.inc("/models/m/1", "OK", amount=3)
+    metrics.load_attempt_count.inc("/models/other/1", "success")
+    page = metrics.render().decode()
+    assert 'model_name="m"' in page and 'model_name="unknown"' not in page
+    metrics.forget("m", ["/models/m/1"], model_gone=False)  # the version went, the model stays
+    page = metrics.render().decode()
+    assert "/models/m/1" not in page and 'model_name="m"' in page
+    metrics.forget("m", [], model_gone=True)
+    page = metrics.render().decode()
+    assert '"m"' not in page
+    assert 'model_name="other"' in page and "/models/other/1" in page

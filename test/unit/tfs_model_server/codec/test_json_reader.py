@@ -26,6 +26,18 @@ from tfs_model_server.core.errors import Code, ServingError
             "JSON Parse error: Number too big to be stored in double. at offset: 6",
         ),
         (
+            '{"a": ' + "1" * 4301 + "}",  # beyond int() (4300 digits) and a double
+            "JSON Parse error: Number too big to be stored in double. at offset: 6",
+        ),
+        (
+            '{"a": ' + "1" * 400 + "}",  # beyond a double: refused, as rapidjson does
+            "JSON Parse error: Number too big to be stored in double. at offset: 6",
+        ),
+        (
+            '{"a": 1e' + "1" * 5000 + "}",
+            "JSON Parse error: Number too big to be stored in double. at offset: 6",
+        ),
+        (
             '{"a": "\\ud800"}',
             "JSON Parse error: The surrogate pair in string is invalid. at offset: 7",
         ),
@@ -47,6 +59,10 @@ def test_parse_errors_name_the_reason_and_the_offset(body, message):
         (b'\xef\xbb\xbf{"a": 1}', {"a": 1}),  # a UTF-8 byte order mark is skipped
         (b'{"a": 18446744073709551615}', {"a": 18446744073709551615}),
         (b'{"a": 18446744073709551616}', {"a": 1.8446744073709552e19}),
+        (b'{"a": 1e-' + b"1" * 5000 + b"}", {"a": 0.0}),
+        (b'{"a": 1e00000000000000000000000001}', {"a": 10.0}),
+        (b'{"a": ' + b"1" * 25 + b', "b": NaN}', {"a": 1.1111111111111111e24, "b": "nan"}),
+        (b'{"a": ' + b"1" * 25 + b', "b": "\\ud83d\\ude00"}', {"a": 1.1111111111111111e24}),
         (b'{"a": "\xff\xfe"}', {"a": b"\xff\xfe".decode("utf-8", "surrogateescape")}),
     ],
 )

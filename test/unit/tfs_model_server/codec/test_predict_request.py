@@ -319,3 +319,32 @@ def test_columnar_errors():
         "inputs is a plain value/list, but expecting an object as multiple input tensors "
         "required as per tensorinfo_map"
     )
+
+
+@pytest.mark.parametrize("depth", [63, 64, 65, 100, 1000, 4999])
+@pytest.mark.parametrize(
+    ("layout", "batch_levels"),
+    [
+        ('{"instances": %s}', 0),
+        ('{"instances": [%s, [1.0]]}', None),  # not dense: the exact walk refuses it anyway
+        ('{"inputs": %s}', 0),
+        ('{"instances": [{"default": %s}]}', 1),
+    ],
+)
+def test_nesting_beyond_64_levels_is_the_requests_fault(
+    depth: int, layout: str, batch_levels: int | None
+):
+    """An ndarray has at most 64 dimensions: deeper JSON is a 400 (INVALID_ARGUMENT), not a
+    failure of the server, on every layout."""
+    nested = "[" * depth + "1.0" + "]" * depth
+    body = layout.replace("%s", nested)
+    specs = _specs(default=types_pb2.DT_FLOAT)
+    if batch_levels is not None and depth + batch_levels <= 64:
+        inputs, _ = _predict(body, specs)  # a dense tensor of 64 dimensions is still one
+        assert inputs["default"].ndim == depth + batch_levels
+        return
+    err = _error(_predict, body, specs)
+    assert err.code == Code.INVALID_ARGUMENT
+    if batch_levels is not None:
+        assert "Too many dimensions" in err.message, err.message
+    assert len(err.message) < 600

@@ -444,3 +444,11 @@ def test_json_from_result_errors(call, message):
 )
 def test_make_json_from_status(message, body):
     assert error_body(message) == body
+
+
+def test_an_error_body_is_cut_at_its_limit() -> None:
+    from tfs_model_server.codec.responses import MAX_ERROR_CHARS, error_body
+
+    body = json.loads(error_body("x" * (1 << 20)))
+    assert body["error"].startswith("x" * MAX_ERROR_CHARS + "... (")
+    assert len(body["error"]) < MAX_ERROR_CHARS + 40

@@ -46,3 +46,10 @@ def test_value_to_string(value, text) -> None:
 )
 def test_json_type(value, name) -> None:
     assert json_type(value) == name
+
+
+def test_a_long_string_is_cut() -> None:
+    """TF Serving writes a string value whole; a 4 MiB one is not echoed back here."""
+    text = value_to_string({"instances": ["a" * (4 << 20)]})
+    assert text.startswith('{\n    "instances": ["aaa') and text.endswith("...")
+    assert len(text) < 600

@@ -354,3 +354,45 @@ def test_version_states_look_a_version_up_directly(make_manager, model_config, t
         )
     err = _error(models.version_states, "unknown")
     assert err.message == "Could not find any versions of model unknown"
+
+
+class _Loaded:
+    """A servable stand-in for tests that churn many models (nothing to load)."""
+
+    def close(self) -> None:
+        pass
+
+
+def test_unloads_are_reported_and_only_recent_removed_models_are_kept(
+    model_config, tmp_path: Path
+) -> None:
+    """Each unloaded version and each model gone from the config is reported (its metrics
+    go); of the removed models, only the last RETIRED_KEPT keep their END states, so a
+    stream of distinct names does not grow the manager."""
+    from tfs_model_server.core.manager import RETIRED_KEPT
+
+    reports: list[tuple[str, list[Path], bool]] = []
+    manager = ModelManager(
+        lambda name, version, path: _Loaded(),  # type: ignore[arg-type,return-value]
+        poll_wait_seconds=0,
+        on_unloaded=lambda name, paths, gone: reports.append((name, list(paths), gone)),
+    )
+    shared = tmp_path / "shared"
+    (shared / "1").mkdir(parents=True)
+    try:
+        count = RETIRED_KEPT + 20
+        for i in range(count):
+            base = tmp_path / f"m{i}"
+            (base / "1").mkdir(parents=True)
+            manager.set_config([model_config("shared", shared), model_config(f"m{i}", base)])
+            assert states(manager, f"m{i}") == {1: State.AVAILABLE}
+        manager.set_config([model_config("shared", shared)])
+        assert ("m0", [tmp_path / "m0" / "1"], False) in reports
+        assert ("m0", [tmp_path / "m0" / "1"], True) in reports
+        assert sum(1 for name, _, gone in reports if gone) == count
+        assert not any(shared / "1" in paths for _, paths, _ in reports)  # still in use
+        assert states(manager, f"m{count - 1}") == {1: State.END}
+        assert _error(manager.version_states, "m0").code == Code.NOT_FOUND
+        assert len(manager._retired) == RETIRED_KEPT
+    finally:
+        manager.close()

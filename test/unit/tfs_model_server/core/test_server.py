@@ -212,3 +212,56 @@ def test_num_load_threads_loads_new_models_side_by_side(
         ]
     finally:
         model_server.manager.close()
+
+
+def _series(page: bytes) -> set[str]:
+    """The series of a Prometheus page (name and labels, without values)."""
+    lines = page.decode().splitlines()
+    return {line.rpartition(" ")[0] for line in lines if line and not line.startswith("#")}
+
+
+def test_an_unloaded_model_leaves_the_metrics_page(model_root: Path, tmp_path: Path) -> None:
+    """A model's series go when it leaves the config (its name and its version paths), and
+    requests for names not in the config are not counted: a stream of distinct models
+    leaves the page as it was."""
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from tfs_model_server.core.dataplane import ModelRef
+
+    monitoring = tmp_path / "monitoring.config"
+    monitoring.write_text("prometheus_config { enable: true }")
+    model_server = ModelServer(
+        _options(
+            f"--model_base_path={model_root / 'half_plus_two'}",
+            "--model_name=stays",
+            f"--monitoring_config_file={monitoring}",
+            "--file_system_poll_wait_seconds=0",
+        )
+    )
+    base = str(model_root / "half_plus_three")
+
+    def config(*names: str) -> model_server_config_pb2.ModelServerConfig:
+        config = model_server_config_pb2.ModelServerConfig()
+        for name in names:
+            config.model_config_list.config.add(
+                name=name, base_path=base, model_platform="tensorflow"
+            )
+        return config
+
+    try:
+        model_server.reload_config(config("stays"))
+        before = _series(model_server.metrics.render())
+        for round_ in range(3):
+            name = f"churn{round_}"
+            model_server.reload_config(config("stays", name))
+            model_server.plane.metrics.record_success(name, "predict", "REST", time.perf_counter())
+            assert f'model_name="{name}"'.encode() in model_server.metrics.render()
+            model_server.plane.metrics.record_request(f"never{round_}", "predict", "NOT_FOUND")
+            model_server.reload_config(config("stays"))
+            page = model_server.metrics.render()
+            assert name.encode() not in page and b"never" not in page
+        assert _series(model_server.metrics.render()) == before
+        assert any(base in line for line in before)  # "stays" shares the churned base path
+        assert model_server.plane.status(ModelRef("stays"))
+    finally:
+        model_server.manager.close()
