@@ -456,3 +456,40 @@ def test_two_multi_model_models_with_conflicting_pins_side_by_side(tmp_path):
         log = server.log()
     assert peaks[1] <= 1.1 * peaks[0], peaks
     assert not [word for word in CRASHES if word in log], log[-3000:]
+
+
+def test_a_multi_model_models_handler_processes_come_back_after_a_kill(tmp_path):
+    root = tmp_path / "models"
+    half_plus_three(root / "a")
+    write_code(root / "a" / "code", PINNED_CODE["numpy"], "numpy\n")  # its own processes
+    (root / "a" / "code" / "helper.py").write_text("X = 1\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    with serve_stack(root, run, {"SAGEMAKER_MULTI_MODEL": "true"}) as server:
+        reply = requests.post(
+            f"{server.url}/models", json={"model_name": "a", "url": str(root / "a")}, timeout=300
+        )
+        assert reply.status_code == 200, reply.text
+        url = f"{server.url}/models/a/invoke"
+        assert requests.post(url, data="[1.0]", timeout=60).status_code == 200
+        masters = [
+            p
+            for p in stack_processes(server, str(root))
+            if "environments.host" in " ".join(p.cmdline()) and "--worker-fd" not in p.cmdline()
+        ]
+        assert len(masters) == 1
+        masters[0].kill()
+        deadline = time.monotonic() + 120
+        statuses = []
+        while time.monotonic() < deadline:
+            reply = requests.post(url, data="[1.0]", timeout=60)
+            statuses.append(reply.status_code)
+            if reply.status_code == 200:
+                break
+            assert reply.status_code in (500, 503), reply.text  # found gone, or starting
+            time.sleep(0.2)
+        assert statuses[-1] == 200, statuses
+        assert reply.json()["predictions"] == [3.5]
+        assert requests.get(f"{server.url}/ping", timeout=10).status_code == 200
+        log = server.log()
+    assert "are gone: starting them again" in log

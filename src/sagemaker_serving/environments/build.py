@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_serving.environments import visible
-from sagemaker_serving.service.user_code import INFERENCE_FILE, RequirementsTimeout, UserCodeError
+from sagemaker_serving.service.user_code import INFERENCE_FILE, UserCodeError, UserCodeTimeout
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def prepare(
     """Install code/requirements.txt (unless code/lib is there, as in the AWS container) and
     decide where the handlers run. `shared_process`: others' handlers may share the service's
     processes (multi-model), so only code that brings nothing of its own runs there.
-    Raises UserCodeError (pip's message) or RequirementsTimeout."""
+    Raises UserCodeError (pip's message) or UserCodeTimeout."""
     code_dir = code_dir.absolute()
     lib = code_dir / LIB_DIR
     requirements = code_dir / REQUIREMENTS_FILE
@@ -168,9 +168,9 @@ def _install(
     if wheelhouse.is_dir():  # shipped wheels: no index (endpoints in network isolation)
         command += ["--no-index", "--find-links", str(wheelhouse)]
     log.info("installing %s into %s", requirements, env_dir / "venv")
-    result = run_pip(command, code_dir, timeout_seconds)
+    result = run_in_group(command, code_dir, timeout_seconds)
     if result is None:
-        raise RequirementsTimeout(
+        raise UserCodeTimeout(
             f"pip install -r code/{REQUIREMENTS_FILE} did not finish within {timeout_seconds:.0f}s"
         )
     if result.returncode != 0:
@@ -186,12 +186,12 @@ def _install(
     return site_packages, linked
 
 
-def run_pip(
+def run_in_group(
     command: list[str], cwd: Path, timeout_seconds: float
 ) -> subprocess.CompletedProcess | None:
-    """pip in a process group of its own (`pip --python` starts pip again under the
+    """A command in a process group of its own (`pip --python` starts pip again under the
     environment's interpreter): the whole group is killed past the timeout (None), or when
-    the wait is interrupted (serve told to stop), so no pip outlives the install."""
+    the wait is interrupted (serve told to stop), so nothing it started outlives it."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     proc = subprocess.Popen(
         command,
@@ -243,6 +243,47 @@ def pip_message(result: subprocess.CompletedProcess) -> str:
     return "\n".join(errors or lines[-PIP_MESSAGE_LINES:])
 
 
+def needs_own_environment(code_dir: Path) -> bool:
+    """On a multi-model endpoint: whether code/ brings anything beside inference.py (its
+    handlers then run in processes of their own), known before anything is installed."""
+    return (code_dir / REQUIREMENTS_FILE).is_file() or bool(_own_modules(code_dir, None))
+
+
 def environment_key(code_dir: Path) -> str:
-    """A name for a code directory's environment folder."""
-    return hashlib.sha256(str(code_dir.resolve()).encode()).hexdigest()[:16]
+    """A name for what an environment is made of: the code directory, its requirements and
+    the wheels it ships (the same key: the environment made before can be used again)."""
+    digest = hashlib.sha256(str(code_dir.resolve()).encode())
+    requirements = code_dir / REQUIREMENTS_FILE
+    if requirements.is_file():
+        digest.update(requirements.read_bytes())
+    digest.update(b"lib" if (code_dir / LIB_DIR).is_dir() else b"-")
+    wheelhouse = code_dir / WHEELHOUSE_DIR
+    if wheelhouse.is_dir():
+        for wheel in sorted(wheelhouse.iterdir()):
+            digest.update(f"{wheel.name}:{wheel.stat().st_size}".encode())
+    return digest.hexdigest()[:24]
+
+
+IMPORT_CHECK = """
+import sys
+from pathlib import Path
+from sagemaker_serving.service.user_code import UserCodeError, load_handlers
+try:
+    load_handlers(Path(sys.argv[1]), sys.argv[2], sys.argv[3:], hide=True)
+except UserCodeError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def check_import(code_dir: Path, module: str, paths: list[str], timeout_seconds: float) -> None:
+    """Import inference.py as the service's workers will, in a process of its own (an import
+    that hangs or crashes takes no worker with it). UserCodeError with the import's message,
+    UserCodeTimeout past the time."""
+    command = [sys.executable, "-c", IMPORT_CHECK, str(code_dir), module, *paths]
+    result = run_in_group(command, code_dir, timeout_seconds)
+    if result is None:
+        raise UserCodeTimeout(f"importing code/inference.py took over {timeout_seconds:.0f}s")
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        raise UserCodeError(lines[-1] if lines else "importing code/inference.py failed")

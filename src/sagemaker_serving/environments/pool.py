@@ -24,6 +24,7 @@ __all__ = [
     "PoolError",
     "PoolSpec",
     "PoolTimeout",
+    "running",
     "start_detached",
     "stop",
     "wait_ready",
@@ -138,6 +139,11 @@ def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> 
     except BaseException:
         stop(spec.directory, time.monotonic() + STOP_SECONDS)
         raise
+
+
+def running(directory: Path) -> bool:
+    """Whether the pool's master runs (or is still starting)."""
+    return _pid(directory) != 0
 
 
 def _pid(directory: Path) -> int:

@@ -43,6 +43,7 @@ class HandlerPool:
     _idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
     _slots: asyncio.Semaphore | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+    unreachable: bool = False
 
     def has(self, fn: str) -> bool:
         return fn in self.functions
@@ -80,6 +81,7 @@ class HandlerPool:
                 f"{fn} did not finish within the request's time limit", 504
             ) from None
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
+            self.unreachable = True  # a crash, or the whole pool gone: code.py looks
             log.error("the handler process ended while running %s: %r", fn, exc)
             raise HandlerProcessError(
                 f"The handler process ended while running {fn} (it may have crashed: see the log)",
@@ -109,6 +111,7 @@ class HandlerPool:
         try:
             return await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
         except OSError as exc:
+            self.unreachable = True  # multimodel/code.py revives a pool that is gone
             log.error("cannot reach the handler processes at %s: %r", self.socket_path, exc)
             raise HandlerProcessError(
                 "The handler processes are not running (they may be restarting): try again", 503

@@ -142,10 +142,18 @@ class ModelSink:
         await self.invocations.respond(req, resp, handlers, model.internal_name, label=name)
 
     def _model_and_handlers(self, name: str) -> tuple[LoadedModel, Handlers]:
-        """The loaded model and its handlers (imported on first use)."""
+        """The loaded model and its handlers (imported on first use); handler processes that
+        were found gone are started again first."""
         model = self.manager.get(name)
         try:
-            return model, self.code.handlers(model)
+            handlers = self.code.handlers(model)
+            if handlers.remote is not None and handlers.remote.unreachable:
+                handlers.remote.unreachable = False  # looked at once per failure
+                model = self.code.revive(model)
+                handlers = self.code.handlers(model)
+            return model, handlers
+        except MultiModelError:
+            raise
         except Exception as exc:
             log.exception("importing the handlers of model %s failed", name)
             raise MultiModelError(f"Model {name}: {type(exc).__name__}: {exc}", 500) from None

@@ -97,39 +97,46 @@ class MultiModelManager:
         release: Callable[[LoadedModel], None] | None = None,
     ) -> LoadedModel:
         """Load `name` from `url` on every instance; listed only once all is done. `prepare`
-        (its code's environment: code.py) runs first, with the load's deadline, and
-        `release` undoes it when the load fails. A load that fails or runs past its deadline
-        is taken back out of every instance."""
+        (its code's environment and handler processes: code.py) runs first, with the load's
+        deadline but before the lock, so a long pip install or import holds up no other load
+        or unload; `release` ends what it made when the load fails after it. A load that
+        fails or runs past its deadline is taken back out of every instance: it leaves no
+        trace."""
         check_name(name)
         base = self._model_url(url, name)
-        with self.registry.locked():
-            models, generation = self.registry.snapshot()
-            if name in models:
-                raise already_loaded(name)
-            found = find_model(base, internal_name(name))
-            if found is None:
-                log.warning("load of %s: no SavedModel version under %s", name, url)
-                raise no_base_path(url, name)
-            self._check_inside(base, url)  # the versions found under it included
-            self._check_memory(name, found)
-            model = LoadedModel(
-                name, str(base), found.name, str(found.base_path), tuple(found.versions)
-            )
-            deadline = time.monotonic() + self.load_timeout_seconds
-            if prepare is not None:
-                model = prepare(model, deadline)
-            self.client.forget(model.internal_name)
-            try:
-                self._apply([*models.values(), model], deadline)
-                self._wait(model, deadline, available=True)
-                self.registry.write({**models, name: model}, generation)
-            except Exception as exc:
-                error = _load_error(name, exc)
-                log.warning("loading %s failed: %s; taking it back out", name, error.message)
-                self._take_back(list(models.values()))
-                if release is not None:
-                    release(model)
-                raise error from None
+        if name in self.current():
+            raise already_loaded(name)
+        found = find_model(base, internal_name(name))
+        if found is None:
+            log.warning("load of %s: no SavedModel version under %s", name, url)
+            raise no_base_path(url, name)
+        self._check_inside(base, url)  # the versions found under it included
+        self._check_memory(name, found)
+        model = LoadedModel(
+            name, str(base), found.name, str(found.base_path), tuple(found.versions)
+        )
+        deadline = time.monotonic() + self.load_timeout_seconds
+        if prepare is not None:
+            model = prepare(model, deadline)
+        try:
+            with self.registry.locked():
+                models, generation = self.registry.snapshot()
+                if name in models:  # another load of the name won while this one prepared
+                    raise already_loaded(name)
+                self.client.forget(model.internal_name)
+                try:
+                    self._apply([*models.values(), model], deadline)
+                    self._wait(model, deadline, available=True)
+                    self.registry.write({**models, name: model}, generation)
+                except Exception as exc:
+                    error = _load_error(name, exc)
+                    log.warning("loading %s failed: %s; taking it back out", name, error.message)
+                    self._take_back(list(models.values()))
+                    raise error from None
+        except BaseException:
+            if release is not None:
+                release(model)
+            raise
         log.info("loaded model %s from %s as %s %s", name, url, model.internal_name, model.versions)
         return model
 

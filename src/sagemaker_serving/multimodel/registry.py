@@ -36,6 +36,7 @@ class LoadedModel:
     base_path: str
     versions: tuple[int, ...]
     handlers: str = ""  # its handler processes' folder, when its code runs in its own
+    environment: str = ""  # the folder of its code's environment (multimodel/environments.py)
 
     def as_model(self) -> Model:
         return Model(self.internal_name, Path(self.base_path), self.versions)

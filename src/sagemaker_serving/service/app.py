@@ -225,6 +225,7 @@ def _add_multi_model_routes(
         config.memory_reserve_bytes,
         config.lifeline_fd,
         config.log_format,
+        config.load_timeout_seconds,
     )
     code = ModelCode(universal_dir, universal, environments, manager.registry, config.threads)
     app.add_route("/models", ModelsResource(manager, code))

@@ -25,8 +25,8 @@ class UserCodeError(RuntimeError):
     """inference.py or requirements.txt cannot be used; the message says why."""
 
 
-class RequirementsTimeout(UserCodeError):
-    """pip install -r requirements.txt did not finish in time."""
+class UserCodeTimeout(UserCodeError):
+    """pip install -r requirements.txt, or importing inference.py, did not finish in time."""
 
 
 Handler = Callable[[Any, Any], Any]

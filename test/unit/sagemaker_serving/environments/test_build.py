@@ -14,7 +14,7 @@ import pytest
 from conftest import make_wheel, tiny_wheel
 
 from sagemaker_serving.environments import build
-from sagemaker_serving.service.user_code import RequirementsTimeout, UserCodeError
+from sagemaker_serving.service.user_code import UserCodeError, UserCodeTimeout
 
 FAKE_REQUESTS = {"requests/__init__.py": '__version__ = "99.0.0"\n'}
 
@@ -124,7 +124,7 @@ def test_a_failed_or_slow_install_says_why(code, site, tmp_path):
     message = str(info.value)
     assert message.startswith("pip install -r code/requirements.txt failed:\nERROR:")
     assert "no-such-package-anywhere" in message
-    with pytest.raises(RequirementsTimeout):
+    with pytest.raises(UserCodeTimeout):
         prepare(code, site, tmp_path, timeout=0.001)
 
 
@@ -150,7 +150,7 @@ def test_pip_past_its_time_is_killed_with_what_it_started(tmp_path):
         f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}]);"
         " time.sleep(60)",
     ]
-    assert build.run_pip(command, tmp_path, 1.0) is None
+    assert build.run_in_group(command, tmp_path, 1.0) is None
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(
         marker in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])

@@ -100,6 +100,7 @@ def front_door(
     tmp_path: Path, env: dict[str, str], user_code: bool, model: str = "m"
 ) -> Iterator[int]:
     """nginx as serve configures it, its backends the stand-ins; yields its port."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     settings = Settings.from_env(env)
     access = new_access()
     sockets = socket_dir(access)

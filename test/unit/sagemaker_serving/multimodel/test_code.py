@@ -3,6 +3,9 @@ that brings packages of its own in an environment and handler processes of its o
 
 from __future__ import annotations
 
+import logging
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -10,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import tiny_wheel
 
+from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.environments.build import container_site
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.environments import ModelEnvironments
@@ -49,7 +53,7 @@ def site(tmp_path_factory):
 def model_code(tmp_path, site, universal=None, universal_handlers=None, max_count=8) -> ModelCode:
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    environments = ModelEnvironments(state, site, 1, max_count, 0, None)
+    environments = ModelEnvironments(state, site, 1, max_count, 0, None, "text", 30.0)
     return ModelCode(universal, universal_handlers, environments, Registry(state), 4)
 
 
@@ -75,13 +79,22 @@ def test_handlers_are_cached_until_forgotten(tmp_path, site):
     assert handled(code.handlers(model)) == 2
 
 
-def test_inference_py_alone_runs_in_the_workers(tmp_path, site):
+def test_inference_py_alone_runs_in_the_workers_and_is_tried_at_load(tmp_path, site):
     model = loaded(tmp_path, "m", "def handler(d, c): return 1\n")
     code = model_code(tmp_path, site)
     assert code.prepare(model, time.monotonic() + 60) == model  # no handler processes
+    broken = loaded(tmp_path, "b", "import json\nimport no_such_module_anywhere\n")
+    with pytest.raises(MultiModelError) as info:
+        code.prepare(broken, time.monotonic() + 60)
+    assert info.value.status == 400
+    assert "No module named 'no_such_module_anywhere' (inference.py, line 2)" in info.value.message
+    hanging = loaded(tmp_path, "h", "import time\ntime.sleep(600)\n")
+    with pytest.raises(MultiModelError) as slow:
+        code.prepare(hanging, time.monotonic() + 2)
+    assert slow.value.status == 504
 
 
-def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site):
+def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site, caplog):
     model = loaded(tmp_path, "m", "import tinypkg\ndef handler(d, c): return tinypkg.VALUE\n")
     tiny_wheel(model.code_dir / "wheelhouse")
     (model.code_dir / "requirements.txt").write_text("tinypkg==1.0\n")
@@ -96,7 +109,14 @@ def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site
         code.release(prepared)
     assert not Path(prepared.handlers).exists()
     assert not list((tmp_path / "state" / "pools").iterdir())
-    assert not (tmp_path / "state" / "environments" / model.internal_name).exists()
+    assert Path(prepared.environment).is_dir()  # kept: a load again needs no pip
+    with caplog.at_level(logging.INFO):
+        again = code.prepare(model, time.monotonic() + 120)
+    try:
+        assert again.environment == prepared.environment and again.handlers
+        assert "the environment made before" in caplog.text
+    finally:
+        code.release(again)
 
 
 def test_a_failing_install_is_400_with_pips_message_and_leaves_nothing(tmp_path, site):
@@ -107,10 +127,11 @@ def test_a_failing_install_is_400_with_pips_message_and_leaves_nothing(tmp_path,
         code.prepare(model, time.monotonic() + 120)
     assert info.value.status == 400
     assert info.value.message.startswith("pip install -r code/requirements.txt failed:\nERROR")
-    assert not (tmp_path / "state" / "environments" / model.internal_name).exists()
+    environments = tmp_path / "state" / "environments"
+    assert not [p for p in environments.iterdir() if p.is_dir()]
 
 
-def test_an_import_error_fails_the_load_with_400(tmp_path, site):
+def test_an_import_error_in_its_own_processes_fails_the_load_with_400(tmp_path, site):
     model = loaded(tmp_path, "m", "import no_such_module_anywhere\n")
     (model.code_dir / "helper.py").write_text("X = 1\n")  # its own environment
     code = model_code(tmp_path, site)
@@ -121,11 +142,11 @@ def test_an_import_error_fails_the_load_with_400(tmp_path, site):
     assert not list((tmp_path / "state" / "pools").iterdir())
 
 
-def test_past_the_bound_of_environments_a_load_is_507(tmp_path, site):
+def test_past_the_bound_of_environments_a_load_is_507_before_any_install(tmp_path, site):
     first = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
+    (first.code_dir / "helper.py").write_text("X = 1\n")
     second = loaded(tmp_path, "b", "def handler(d, c): return 2\n")
-    for model in (first, second):
-        (model.code_dir / "helper.py").write_text("X = 1\n")
+    (second.code_dir / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")
     code = model_code(tmp_path, site, max_count=1)
     registry = Registry(tmp_path / "state")
     prepared = code.prepare(first, time.monotonic() + 60)
@@ -138,11 +159,37 @@ def test_past_the_bound_of_environments_a_load_is_507(tmp_path, site):
         code.release(prepared)
 
 
-def test_pools_no_loaded_model_uses_are_stopped_at_the_next_load(tmp_path, site):
+def test_pools_no_loaded_model_uses_are_stopped_once_older_than_a_load(tmp_path, site):
     first = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
     (first.code_dir / "helper.py").write_text("X = 1\n")
     code = model_code(tmp_path, site)
     prepared = code.prepare(first, time.monotonic() + 60)  # never listed (as after a crash)
-    assert Path(prepared.handlers).exists()
     code.prepare(loaded(tmp_path, "b"), time.monotonic() + 60)
+    assert Path(prepared.handlers).exists()  # young: maybe a load in progress
+    for record in (tmp_path / "state" / "pools").iterdir():
+        os.utime(record, (time.time() - 3600, time.time() - 3600))
+    code.prepare(loaded(tmp_path, "c"), time.monotonic() + 60)
     assert not Path(prepared.handlers).exists()
+
+
+def test_a_model_whose_pool_is_gone_gets_one_again(tmp_path, site):
+    model = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
+    (model.code_dir / "helper.py").write_text("X = 1\n")
+    code = model_code(tmp_path, site)
+    registry = Registry(tmp_path / "state")
+    prepared = code.prepare(model, time.monotonic() + 60)
+    registry.write({"a": prepared}, registry.generation())
+    master = int((Path(prepared.handlers) / "pid").read_text())
+    os.killpg(master, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while handler_pool.running(Path(prepared.handlers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    revived = code.revive(prepared)
+    try:
+        assert revived.handlers != prepared.handlers and handler_pool.running(
+            Path(revived.handlers)
+        )
+        assert registry.read()["a"] == revived
+        assert code.revive(revived) == revived  # alive: nothing to do
+    finally:
+        code.release(revived)

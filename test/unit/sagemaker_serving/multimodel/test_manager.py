@@ -248,7 +248,7 @@ def test_a_load_that_fails_after_its_prepare_is_undone(tmp_path, model_root):
     prepared, undone = [], []
     mm = manager(tmp_path, model_root, FakeModelServers(states))
     with pytest.raises(MultiModelError) as info:
-        mm.load("b", "b", prepare=lambda m, d: prepared.append(m.name), undo=undone.append)
+        mm.load("b", "b", prepare=lambda m, d: prepared.append(m.name) or m, release=undone.append)
     assert info.value.status == 504
     assert prepared == ["b"] and [m.name for m in undone] == ["b"]
     assert mm.registry.read() == {}
