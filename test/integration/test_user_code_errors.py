@@ -6,10 +6,14 @@ expected. Both where handlers run in the service's workers and in processes of t
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import requests
 from conftest import SERVE, free_port_range, serve_stack
@@ -137,3 +141,54 @@ def test_a_handler_that_returns_the_wrong_type_is_a_500_that_says_so(tmp_path, p
         log = server.log()
     for _, _, message in cases:
         assert message in log
+
+
+def test_a_stop_while_pip_installs_ends_pip_and_leaves_nothing(tmp_path):
+    """SIGTERM while requirements.txt installs from an index that never answers: serve ends
+    at once, pip with it, and the folders start-up made are gone."""
+    tarpit = socket.socket()
+    tarpit.bind(("127.0.0.1", 0))
+    tarpit.listen(16)  # takes connections, never answers
+    index = f"http://127.0.0.1:{tarpit.getsockname()[1]}/simple"
+    models = models_with(
+        tmp_path,
+        "def handler(data, context):\n    return data.read()\n",
+        {"requirements.txt": f"--index-url {index}\nsome-package-nobody-has==1.0\n"},
+    )
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    port, high = free_port_range(5)
+    env = {
+        **os.environ,
+        "TMPDIR": str(temp),
+        "SAGEMAKER_BIND_TO_PORT": str(port),
+        "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{high}",
+    }
+    log = tmp_path / "serve.log"
+    with tarpit, log.open("wb") as out:
+        serve = subprocess.Popen(
+            [SERVE, "--model-dir", str(models), "--host", "127.0.0.1"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while "installing" not in log.read_text() and time.monotonic() < deadline:
+                assert serve.poll() is None, log.read_text()[-3000:]
+                time.sleep(0.1)
+            pips = [
+                p
+                for p in psutil.process_iter(["cmdline"])
+                if "pip" in " ".join(p.info["cmdline"] or [])
+                and str(temp) in " ".join(p.info["cmdline"] or [])
+            ]
+            assert pips, "pip is not running"
+            serve.send_signal(signal.SIGTERM)
+            assert serve.wait(20) == 0
+        finally:
+            serve.kill()
+    assert "stopped during start-up (SIGTERM)" in log.read_text()
+    _, alive = psutil.wait_procs(pips, timeout=10)
+    assert not alive, alive
+    assert not list(temp.iterdir())  # the run directory start-up made

@@ -474,14 +474,29 @@ def remove_dirs(paths: list[Path]) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+class StopDuringStartup(Exception):
+    """SIGTERM or SIGINT while start-up prepares (a pip install): stop there, cleanly."""
+
+
+def _stop_during_startup(signum: int, frame: object) -> None:
+    raise StopDuringStartup(signal.Signals(signum).name)
+
+
 def run(args: argparse.Namespace) -> int:
     made: list[Path] = []  # directories start-up made: removed when it stops short
+    # until the supervisor takes them: a stop while pip runs kills pip (environments/build)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_during_startup)
     try:
         settings = Settings.from_env()
         log_setup.configure("INFO", settings.log_format)
         if args.model_dir is None:
             args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
         stack = build_stack(args, settings, made)
+    except StopDuringStartup as exc:
+        remove_dirs(made)
+        log.info("stopped during start-up (%s)", exc)
+        return 0
     except (
         SettingsError,
         ModelDiscoveryError,
@@ -495,6 +510,9 @@ def run(args: argparse.Namespace) -> int:
         remove_dirs(made)
         log.error("cannot start: %s", exc)
         return 2
+    stops: list[int] = []  # a stop asked for before the supervisor listens
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: stops.append(number))
     watchdog = Watchdog()
     try:
         watchdog.start()
@@ -513,6 +531,8 @@ def run(args: argparse.Namespace) -> int:
         child.watchdog = watchdog
     supervisor = Supervisor(stack.children, watchdog=watchdog)
     supervisor.install_signal_handlers()
+    if stops:
+        supervisor.request_stop()
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
