@@ -6,7 +6,8 @@ module the service uses (no install: the cost of the processes alone); (c) with
 `numpy==1.26.4` in requirements.txt (pip, then handler processes). For each: start-up to the
 first /ping 200, requests/s with wrk at concurrency 16 (ratios against (a)), and the resident
 memory of the processes that run the handlers. Then a multi-model endpoint: load time and
-memory of a model with the numpy pin against one with inference.py alone.
+memory of a model with the numpy pin against one with inference.py alone, and the pinned
+one loaded again after an unload (its environment kept).
 Writes perf-results/user_environments.json.
 
     .venv/bin/python test/perf/bench_user_environments.py [--seconds 10]
@@ -127,6 +128,17 @@ def multi_model(tmp: Path) -> dict:
                 ),
             }
             print(f"multi-model load of {name:>6}: {seconds:5.1f} s, {out[name]}")
+        requests.delete(f"{server.url}/models/pinned", timeout=120).raise_for_status()
+        started = time.monotonic()
+        reply = requests.post(
+            f"{server.url}/models",
+            json={"model_name": "pinned", "url": str(root / "pinned")},
+            timeout=600,
+        )
+        reply.raise_for_status()
+        out["pinned_again_seconds"] = round(time.monotonic() - started, 2)
+        again = out["pinned_again_seconds"]
+        print(f"multi-model load of pinned again (its environment kept): {again} s")
     return out
 
 
