@@ -79,7 +79,7 @@ lint: install
 	$(VENV)/bin/mypy
 
 format: install
-	$(VENV)/bin/ruff format src test scripts examples
+	$(VENV)/bin/ruff format container test scripts examples
 
 # Every path against the model server's own speed, with wrk: perf-results/report.md (+ .png, .json).
 perf: install

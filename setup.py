@@ -53,16 +53,17 @@ setup(
     version="0.1.0",
     description="SageMaker-compatible TensorFlow Serving container, runnable natively.",
     python_requires=">=3.11",
-    # src/<import name>/: folder names are import names
-    package_dir={"": "src"},
-    packages=find_packages("src"),
-    package_data={"sagemaker_serving.frontdoor": ["nginx/*"]},
+    # container/<import name>/: folder names are import names; the top-level nginx/ (the
+    # template and tfs.js) is installed as the package's data, sagemaker_serving/nginx/
+    package_dir={"": "container", "sagemaker_serving.nginx": "nginx"},
+    packages=[*find_packages("container"), "sagemaker_serving.nginx"],
+    package_data={"sagemaker_serving.nginx": ["nginx.conf.template", "tfs.js"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={"examples": EXAMPLES_REQUIRES, "dev": DEV_REQUIRES},
     entry_points={
         "console_scripts": [
             "tfs-model-server=tfs_model_server.cli.main:main",
-            "serve=sagemaker_serving.launcher.serve:main",
+            "serve=sagemaker_serving.serve:main",
             "tfs-batch-transform=tfs_batch_transform.main:main",
         ]
     },

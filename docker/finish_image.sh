@@ -16,8 +16,8 @@ record=/opt/sagemaker-tfs
 
 /opt/venv/bin/pip install --no-cache-dir --no-deps --no-index "${dist}"/*.whl
 /opt/venv/bin/python -c '
-import sagemaker_serving.launcher.serve, sagemaker_serving.service.main
-from sagemaker_serving.frontdoor.nginx_config import NGINX_DIR
+import sagemaker_serving.serve, sagemaker_serving.python_service
+from sagemaker_serving.launcher.nginx_config import NGINX_DIR
 assert (NGINX_DIR / "tfs.js").is_file(), NGINX_DIR'
 command -v serve tfs-batch-transform >/dev/null
 nginx -v

@@ -185,7 +185,7 @@ def build_times() -> dict[str, float]:
             if (REPO / name).is_file():
                 (Path(copy) / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(REPO / name, Path(copy) / name)
-        touched = Path(copy) / "src" / "sagemaker_serving" / "__init__.py"
+        touched = Path(copy) / "container" / "sagemaker_serving" / "__init__.py"
         touched.write_text(touched.read_text() + "\n# image_facts.py: a code change\n")
         env_copy = {**env, "IMAGE_REPO": "image-facts-code-change"}
         tag = default_image().rsplit(":", 1)[1]

@@ -131,7 +131,7 @@ def process_groups(server: ServeProcess) -> dict[str, int]:
             continue
         if "nginx" in command:
             groups["nginx"] += rss
-        elif "sagemaker_serving.service.main" in command:
+        elif "sagemaker_serving.python_service" in command:
             groups["python-service"] += rss
         elif "model-server" in command or "model_server" in command:
             groups["model-server"] += rss

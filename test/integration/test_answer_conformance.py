@@ -18,9 +18,8 @@ import pytest
 import requests
 from answer_cases import ANSWER_CASES, AnswerCase
 from conftest import free_port_range
-
 from sagemaker_serving.formats.errors import PayloadError
-from sagemaker_serving.frontdoor.nginx_config import find_nginx
+from sagemaker_serving.launcher.nginx_config import find_nginx
 from sagemaker_serving.service.default_handlers import BuiltinFormats
 
 ACCEPTS = {"application/json": "json", "application/jsonlines": "json_lines", "text/csv": "csv"}

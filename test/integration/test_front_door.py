@@ -462,7 +462,9 @@ def test_the_processes_holding_the_secret_are_not_dumpable(stack):
     serve = psutil.Process(stack.proc.pid)
     master = psutil.Process(int((stack.run_dir / "nginx.pid").read_text()))
     service = [
-        p for p in serve.children(recursive=True) if "sagemaker_serving.service.main" in p.cmdline()
+        p
+        for p in serve.children(recursive=True)
+        if "sagemaker_serving.python_service" in p.cmdline()
     ]
     assert service and master.children()
     holders = [serve, *service, *service[0].children()]

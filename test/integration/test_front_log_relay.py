@@ -12,10 +12,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from process_utils.ports import free_port
-from sagemaker_serving.frontdoor import front_log_relay
-from sagemaker_serving.frontdoor.front_log_relay import FrontLogRelay, new_log, nginx_access_log
-from sagemaker_serving.frontdoor.front_metrics import REPORT_BYTES, split_report
-from sagemaker_serving.frontdoor.nginx_config import find_nginx
+from sagemaker_serving.launcher import front_log_relay
+from sagemaker_serving.launcher.front_log_relay import FrontLogRelay, new_log, nginx_access_log
+from sagemaker_serving.launcher.nginx_config import find_nginx
+from sagemaker_serving.service.front_metrics import REPORT_BYTES, split_report
 
 TOKEN = "run-secret"
 CONF = """

@@ -17,8 +17,7 @@ import psutil
 import pytest
 import requests
 from conftest import serve_stack
-
-from sagemaker_serving.launcher.serve import SHUTDOWN_BUDGET_SECONDS
+from sagemaker_serving.serve import SHUTDOWN_BUDGET_SECONDS
 
 SAGEMAKER_KILL_SECONDS = 30  # SageMaker sends SIGKILL this long after SIGTERM
 

@@ -77,7 +77,7 @@ def handler_rss_mib(server, marker: str) -> dict[str, float]:
         rss = proc.memory_info().rss / 2**20
         if "environments.host" in command:
             sizes["handler_processes"] += rss
-        elif "sagemaker_serving.service.main" in command and proc.parent().pid != root.pid:
+        elif "sagemaker_serving.python_service" in command and proc.parent().pid != root.pid:
             sizes["gunicorn_workers"] += rss
     return {k: round(v, 1) for k, v in sizes.items()}
 

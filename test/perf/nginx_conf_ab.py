@@ -33,10 +33,9 @@ import wrk_load  # noqa: E402
 from conftest import serve_stack  # noqa: E402
 from loadgen import bench_arguments, new_report, write_report  # noqa: E402
 from perf_report import JSON_BODY, MODEL, fresh, half_plus_three, predict_path  # noqa: E402
-
 from process_utils.ports import free_port  # noqa: E402
-from sagemaker_serving.frontdoor.front_log_relay import FRONT_LOG  # noqa: E402
-from sagemaker_serving.frontdoor.nginx_config import find_nginx  # noqa: E402
+from sagemaker_serving.launcher.front_log_relay import FRONT_LOG  # noqa: E402
+from sagemaker_serving.launcher.nginx_config import find_nginx  # noqa: E402
 
 
 def _cut(conf: str, pattern: str, replacement: str = "") -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from process_utils.ports import free_port
 from sagemaker_serving.config.settings import Settings
-from sagemaker_serving.frontdoor.nginx_config import find_nginx
+from sagemaker_serving.launcher.nginx_config import find_nginx
 from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
 
 HERE = Path(__file__).resolve().parent

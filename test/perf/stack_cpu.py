@@ -20,7 +20,7 @@ def part_of(proc: Any) -> str:
         ("tfs-model-server", "model_server"),
         ("tensorflow_model_server", "model_server"),
         ("gunicorn", "python_service"),
-        ("sagemaker_serving.service.main", "python_service"),
+        ("sagemaker_serving.python_service", "python_service"),
         ("nginx", "nginx"),
     ):
         if needle in text:

@@ -1,4 +1,4 @@
-"""The shape of src/: folders are import names, modules stay small, packages stay browsable,
+"""The shape of container/: folders are import names, modules stay small, packages stay browsable,
 and no module imports itself back through others (static imports, including function-level)."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[2] / "container"
 MAX_MODULE_LINES = 800
 MAX_MODULES_PER_FOLDER = 16
 
 
 def modules() -> dict[str, Path]:
-    """Dotted module name -> file, for every module under src/."""
+    """Dotted module name -> file, for every module under container/."""
     found = {}
     for path in sorted(SRC.rglob("*.py")):
         parts = path.relative_to(SRC).with_suffix("").parts
@@ -22,7 +22,8 @@ def modules() -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The modules under src/ that `name` imports (the longest known prefix of each target)."""
+    """The modules under container/ that `name` imports (the longest known prefix of each
+    target)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -98,3 +99,30 @@ def test_no_import_cycles():
         if node not in state:
             visit(node)
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def unit(name: str) -> str | None:
+    """What a module belongs to for layering: its sub-package, or the top-level module itself
+    (`pkg.errors`, `pkg.serve`); None for a package's own __init__ (its exports)."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+
+def test_no_import_cycles_between_subpackages():
+    """Sub-packages (and top-level modules) form layers: if anything of one imports anything
+    of another, nothing of the other imports back into the first."""
+    found = modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in found.items():
+        source = unit(name)
+        for target in imports(name, path, set(found)):
+            goal = unit(target)
+            if source is not None and goal is not None and goal != source:
+                edges.setdefault(source, set()).add(goal)
+    cycles = [
+        f"{source} <-> {target}"
+        for source, targets in sorted(edges.items())
+        for target in sorted(targets)
+        if source < target and source in edges.get(target, set())
+    ]
+    assert not cycles, cycles

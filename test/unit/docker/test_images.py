@@ -1,6 +1,6 @@
 """The Docker images, scripts and buildspec, checked by every means that runs without an engine:
 hadolint, a parse of the Dockerfiles, bash -n and shellcheck, the buildspec (nginx -t on the
-rendered config: test/unit/sagemaker_serving/frontdoor/test_nginx_config.py)."""
+rendered config: test/unit/sagemaker_serving/launcher/test_nginx_config.py)."""
 
 from __future__ import annotations
 
@@ -293,11 +293,13 @@ def test_pins_match_what_debian_ships_now(package, arg):
 
 
 def test_the_source_root_is_named_once():
-    """SRC_DIR is setup.py's package_dir root: moving the sources changes two lines."""
-    assert f'package_dir={{"": "{arg_default("SRC_DIR")}"}}' in (REPO / "setup.py").read_text()
+    """SRC_DIR and NGINX_DIR are setup.py's package_dir roots: moving them changes two lines."""
+    setup = (REPO / "setup.py").read_text()
+    root, nginx = arg_default("SRC_DIR"), arg_default("NGINX_DIR")
+    assert f'package_dir={{"": "{root}", "sagemaker_serving.nginx": "{nginx}"}}' in setup
     copies = [args for keyword, args in instructions() if keyword == "COPY"]
-    assert "${SRC_DIR}/ ${SRC_DIR}/" in copies
-    assert not [c for c in copies if re.search(r"(^|\s)src/", c)], copies
+    assert "${SRC_DIR}/ ${SRC_DIR}/" in copies and "${NGINX_DIR}/ ${NGINX_DIR}/" in copies
+    assert not [c for c in copies if re.search(r"(^|\s)(container|nginx)/", c)], copies
 
 
 def test_copied_sources_exist_and_are_not_dockerignored():
@@ -311,6 +313,7 @@ def test_copied_sources_exist_and_are_not_dockerignored():
             continue
         for source in args.split()[:-1]:
             source = source.replace("${SRC_DIR}", arg_default("SRC_DIR"))
+            source = source.replace("${NGINX_DIR}", arg_default("NGINX_DIR"))
             assert (REPO / source).exists(), source
             assert source.split("/")[0] not in ignored, source
 

@@ -14,11 +14,10 @@ from pathlib import Path
 import falcon.testing
 import pytest
 from conftest import model_server
-
 from sagemaker_serving.config.service_config import ServiceConfig
-from sagemaker_serving.service import user_imports
-from sagemaker_serving.service.app import create_app
-from sagemaker_serving.service.user_imports import HiddenPackages
+from sagemaker_serving.environments import hidden as user_imports
+from sagemaker_serving.environments.hidden import HiddenPackages
+from sagemaker_serving.python_service import create_app
 from sagemaker_serving.tfs_client import health
 from tfs_model_server.process import ModelServerProcess
 

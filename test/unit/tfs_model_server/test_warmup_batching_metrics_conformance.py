@@ -43,16 +43,15 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import inference_pb2, input_pb2, prediction_log_pb2
-from tfs_testdata_dir import TESTDATA
-
 from tfs_model_server.api.metrics import Counter, Histogram, ServingMetrics
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.core import config_protos
 from tfs_model_server.core.dataplane import DataPlane
 from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable
-from tfs_model_server.core.server import model_batching, options_from
 from tfs_model_server.core.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE, run_warmup
+from tfs_model_server.server import model_batching, options_from
+from tfs_testdata_dir import TESTDATA
 
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu" / "00000123"
 

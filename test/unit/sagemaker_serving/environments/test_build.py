@@ -12,9 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import make_wheel, tiny_wheel
-
 from sagemaker_serving.environments import build
-from sagemaker_serving.service.user_code import UserCodeError, UserCodeTimeout
+from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
 
 FAKE_REQUESTS = {"requests/__init__.py": '__version__ = "99.0.0"\n'}
 

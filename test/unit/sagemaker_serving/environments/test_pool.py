@@ -15,11 +15,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.remote import HandlerPool, HandlerProcessError
 from sagemaker_serving.errors import StatusError
-from sagemaker_serving.service.handler_api import Context
+from sagemaker_serving.user_code.handler_api import Context
 
 CODE = """
 import ctypes, json, os, time

@@ -4,10 +4,8 @@ and the same tables as the njs fast path (nginx/tfs.js)."""
 from __future__ import annotations
 
 import re
-from importlib import resources
 
 import pytest
-
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import (
     ACCEPT_TYPES,
@@ -22,8 +20,9 @@ from sagemaker_serving.formats.media import (
     media_type,
     negotiate,
 )
+from sagemaker_serving.launcher.nginx_config import NGINX_DIR
 
-TFS_JS = resources.files("sagemaker_serving.frontdoor").joinpath("nginx/tfs.js").read_text()
+TFS_JS = (NGINX_DIR / "tfs.js").read_text()
 
 
 def njs_names(variable: str) -> set[str]:

@@ -8,15 +8,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from format_helpers import npy
-
 from sagemaker_serving.formats.answers import encode_response
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tensors import tensor_request
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from sagemaker_serving.service.default_handlers import BuiltinFormats
-from sagemaker_serving.service.handler_api import HandlerError
 from sagemaker_serving.tfs_client.wire import Example
+from sagemaker_serving.user_code.handler_api import HandlerError
 from tfs_model_server.codec.responses import predict_response
 
 IMAGE_IN = {"image_bytes": InputSpec("image_bytes", "DT_STRING", (-1,))}

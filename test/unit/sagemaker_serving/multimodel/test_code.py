@@ -12,16 +12,15 @@ from pathlib import Path
 
 import pytest
 from conftest import tiny_wheel
-
+from sagemaker_serving.environments import hidden as user_imports
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.environments.build import container_site
+from sagemaker_serving.environments.hidden import HiddenPackages
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.environments import ModelEnvironments
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry, internal_name
-from sagemaker_serving.service import user_imports
-from sagemaker_serving.service.user_code import Handlers
-from sagemaker_serving.service.user_imports import HiddenPackages
+from sagemaker_serving.user_code.loading import Handlers
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.multimodel.manager import MultiModelManager, check_name
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry, internal_name
@@ -193,7 +192,7 @@ def test_a_model_is_listed_only_once_prepared_and_a_failed_prepare_loads_nothing
 def test_after_a_model_server_death_everything_counts_as_unloaded_without_the_lock(
     tmp_path, model_root, hold_lock
 ):
-    from sagemaker_serving.launcher.serve import forget_models_on_crash
+    from sagemaker_serving.serve import forget_models_on_crash
 
     client = FakeModelServers()
     mm = manager(tmp_path, model_root, client)

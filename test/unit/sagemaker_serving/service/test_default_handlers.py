@@ -11,15 +11,14 @@ import time
 import numpy as np
 import pytest
 import requests
-
 from sagemaker_serving import default_input_handler, default_output_handler
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.service.default_handlers import BuiltinFormats
-from sagemaker_serving.service.handler_api import Context, HandlerError
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.errors import ModelServerError
+from sagemaker_serving.user_code.handler_api import Context, HandlerError
 
 
 def context(content_type="application/json", accept="application/json", **fields) -> Context:

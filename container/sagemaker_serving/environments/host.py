@@ -1,0 +1,441 @@
+"""Handler processes for one user environment, run by that environment's own interpreter.
+
+    python -m sagemaker_serving.environments.host --dir POOL_DIR --code-dir CODE
+        [--path DIR ...] [--module inference] [--processes N]
+        [--lifeline-fd FD] [--log-format text|json] [--daemon]
+
+The master binds POOL_DIR/socket and starts N workers (this module again, with --worker-fd),
+which import the user's inference.py and answer the service's calls (protocol.py), each
+connection on a thread of its own. The master writes POOL_DIR/status.json: {"ready": true,
+"functions": [...]} once every worker imported the code, or {"error": "..."} (and exits 3)
+when the import fails. It restarts a worker that dies, saying how it died (a crashed
+extension: SIGSEGV), and ends with its workers on SIGTERM, or when the lifeline pipe serve
+holds the other end of reads end-of-file (serve is gone). `--daemon` (multi-model loads):
+the master detaches from whoever started it.
+
+Standard library only, besides the user's packages and sagemaker_serving's handler API: it
+imports nothing the user's environment may have in another version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import datetime
+import io
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from sagemaker_serving.environments import protocol
+from sagemaker_serving.environments.messages import (
+    context_fields,
+    make_context,
+    make_response,
+    response_meta,
+)
+from sagemaker_serving.user_code import contract as handler_contract
+from sagemaker_serving.user_code.handler_api import HandlerError
+from sagemaker_serving.user_code.loading import Handlers, UserCodeError, load_handlers
+
+log = logging.getLogger("sagemaker_serving.handlers")
+
+SOCKET_NAME = "socket"
+STATUS_NAME = "status.json"
+PID_NAME = "pid"
+STOP_GRACE_SECONDS = 3.0
+BACKOFF_INITIAL, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 60.0
+_PR_SET_PDEATHSIG = 1
+MAX_REPORT_CHARS = 3000
+MAX_MESSAGE_CHARS = 4096  # of an error message sent back
+DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the master: 3 s)
+
+
+# ----- the master ---------------------------------------------------------------------------
+
+
+def write_status(pool_dir: Path, doc: dict[str, Any]) -> None:
+    tmp = pool_dir / f".{STATUS_NAME}.{os.getpid()}"
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, pool_dir / STATUS_NAME)
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: SIGKILL when the master dies. The kernel sends it when the thread that
+    forked exits, so the master spawns from its main thread only."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _how(returncode: int) -> str:
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with status {returncode}"
+
+
+class Master:
+    """Binds the socket, keeps N workers running, reports readiness, stops them."""
+
+    def __init__(self, args: argparse.Namespace, argv: list[str]) -> None:
+        self.args = args
+        self.argv = argv
+        self.pool_dir = Path(args.dir)
+        self.stopping = False
+        self.workers: dict[int, tuple[subprocess.Popen, float]] = {}  # slot -> (proc, started)
+        self.backoff: dict[int, float] = {}
+        self.due: dict[int, float] = {}  # slot -> when its next worker starts
+        self.ready: set[int] = set()
+        self.reported = False
+        self.failed = False
+        self.orphaned = False
+        self.functions: list[str] = []
+
+    def run(self) -> int:
+        sock_path = self.pool_dir / SOCKET_NAME
+        with contextlib.suppress(FileNotFoundError):
+            sock_path.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(sock_path))
+        os.chmod(sock_path, 0o600)
+        listener.listen(256)
+        ready_r, ready_w = os.pipe()
+        self.listen_fd, self.ready_w = listener.fileno(), ready_w
+        (self.pool_dir / PID_NAME).write_text(str(os.getpid()))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._stop)
+        for slot in range(self.args.processes):
+            self._spawn(slot)
+        watched = [ready_r] + ([self.args.lifeline_fd] if self.args.lifeline_fd is not None else [])
+        pending = b""
+        while not self.stopping:
+            readable, _, _ = select.select(watched, [], [], 0.2)
+            if self.args.lifeline_fd in readable and not os.read(self.args.lifeline_fd, 4096):
+                log.info("serve is gone: handler processes stop")
+                self.orphaned = True
+                break
+            if ready_r in readable:
+                pending += os.read(ready_r, 65536)
+                *lines, pending = pending.split(b"\n")
+                if self._worker_lines(lines):
+                    self.failed = True
+                    break
+            self._reap()
+            for slot, due in list(self.due.items()):  # from this thread: see _die_with_parent
+                if time.monotonic() >= due:
+                    del self.due[slot]
+                    self._spawn(slot)
+        self._stop_workers()
+        with contextlib.suppress(FileNotFoundError):
+            sock_path.unlink()
+        if self.orphaned:  # nobody else will remove our folder
+            shutil.rmtree(self.pool_dir, ignore_errors=True)
+        return 3 if self.failed else 0
+
+    def _stop(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _spawn(self, slot: int) -> None:
+        command = [sys.executable, "-m", __spec__.name if __spec__ else "host", *self.argv]
+        command += ["--worker-fd", str(self.listen_fd), "--ready-fd", str(self.ready_w)]
+        fds = [self.listen_fd, self.ready_w]
+        if self.args.lifeline_fd is not None:
+            fds.append(self.args.lifeline_fd)
+        proc = subprocess.Popen(command, pass_fds=fds, preexec_fn=_die_with_parent)
+        self.workers[slot] = (proc, time.monotonic())
+
+    def _worker_lines(self, lines: list[bytes]) -> bool:
+        """Apply workers' reports; True when start-up failed (the error is in status.json)."""
+        for line in lines:
+            kind, _, rest = line.decode(errors="replace").partition(" ")
+            doc = json.loads(rest) if rest else {}
+            if kind == "ready":
+                self.ready.add(int(doc["pid"]))
+                self.functions = doc["functions"]
+            elif kind == "error":
+                log.error("handler process %s: %s", doc.get("pid"), doc.get("message"))
+                if not self.reported:
+                    write_status(self.pool_dir, {"error": doc.get("message", "start-up failed")})
+                    return True
+        alive = {proc.pid for proc, _ in self.workers.values()}
+        if not self.reported and alive and alive <= self.ready:
+            write_status(self.pool_dir, {"ready": True, "functions": self.functions})
+            self.reported = True
+        return False
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        for slot, (proc, started) in list(self.workers.items()):
+            if proc.poll() is None:
+                continue
+            self.ready.discard(proc.pid)
+            if self.stopping:
+                continue
+            if not self.reported:
+                message = f"a handler process {_how(proc.returncode)} during start-up"
+                write_status(self.pool_dir, {"error": message})
+                self.stopping = self.failed = True
+                return
+            wait = self.backoff.get(slot, BACKOFF_INITIAL)
+            if now - started > STABLE_SECONDS:
+                wait = BACKOFF_INITIAL
+            log.error(
+                "handler process %d %s; starting another in %.1fs",
+                proc.pid,
+                _how(proc.returncode),
+                wait,
+            )
+            self.backoff[slot] = min(BACKOFF_MAX, wait * 2)
+            del self.workers[slot]
+            self.due[slot] = now + wait
+
+    def _stop_workers(self) -> None:
+        procs = [proc for proc, _ in self.workers.values() if proc.poll() is None]
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for proc in procs:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# ----- a worker ------------------------------------------------------------------------------
+
+
+_local = threading.local()  # the connection of the call this thread runs (for callbacks)
+
+
+def _callback(fn: str, context: Any, header: dict[str, Any], body: bytes) -> tuple[bytes, Any]:
+    conn = getattr(_local, "conn", None)
+    if conn is None:
+        raise RuntimeError(f"{fn} can only be called from a handler while it handles a request")
+    doc = {"op": "callback", "fn": fn, "context": context_fields(context), **header}
+    protocol.write_frame(conn, doc, body)
+    frame = protocol.read_frame(conn)
+    if frame is None:
+        raise ConnectionError("the service closed the connection")
+    reply, data = frame
+    if not reply.get("ok"):
+        raise HandlerError(str(reply.get("message")), int(reply.get("status", 500)))
+    return data, reply.get("content_type")
+
+
+def remote_default_input_handler(data: Any, context: Any) -> bytes:
+    """default_input_handler in a handler process: the service's built-in formats convert."""
+    body = data.read() if hasattr(data, "read") else handler_contract.as_bytes(data)
+    result, _ = _callback("default_input_handler", context, {}, body or b"")
+    return result
+
+
+def remote_default_output_handler(response: Any, context: Any) -> tuple[bytes, str]:
+    meta, content = response_meta(response)
+    body, content_type = _callback("default_output_handler", context, {"response": meta}, content)
+    return body, str(content_type)
+
+
+class Worker:
+    """Imports the user's code, then answers calls on the inherited listening socket."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.handlers = Handlers()
+        self.calls = 0  # in progress
+        self._active = threading.Condition()
+
+    def run(self) -> int:
+        ready = os.fdopen(self.args.ready_fd, "w", buffering=1)
+        import sagemaker_serving  # before the user's code imports the default handlers
+
+        sagemaker_serving.use_default_handlers(
+            remote_default_input_handler, remote_default_output_handler
+        )
+        try:
+            self.handlers = load_handlers(
+                Path(self.args.code_dir), self.args.module, self.args.path
+            )
+        except UserCodeError as exc:
+            message = str(exc)[:MAX_REPORT_CHARS]  # one write of a line under PIPE_BUF
+            ready.write("error " + json.dumps({"pid": os.getpid(), "message": message}) + "\n")
+            return 3
+        listener = socket.socket(fileno=self.args.worker_fd)
+        ready.write(
+            "ready " + json.dumps({"pid": os.getpid(), "functions": self.handlers.names}) + "\n"
+        )
+        ready.close()
+        signal.signal(signal.SIGTERM, _stop_accepting)
+        try:
+            while True:
+                conn, _ = listener.accept()
+                threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+        except _Stop:
+            listener.close()
+        self._finish_calls(time.monotonic() + DRAIN_SECONDS)
+        os._exit(0)  # idle connections' threads wait on a socket: no need to join them
+
+    def serve(self, conn: socket.socket) -> None:
+        _local.conn = conn
+        with conn:
+            try:
+                while (frame := protocol.read_frame(conn)) is not None:
+                    header, body = frame
+                    if header.get("op") == "hello":
+                        protocol.write_frame(conn, self._hello())
+                    elif header.get("op") == "call":
+                        with self._active:
+                            self.calls += 1
+                        try:
+                            protocol.write_frame(conn, *self.call(header, body))
+                        finally:
+                            with self._active:
+                                self.calls -= 1
+                                self._active.notify_all()
+                    else:
+                        return
+            except (OSError, protocol.ProtocolError):
+                return
+
+    def _finish_calls(self, deadline: float) -> None:
+        """Let the calls in progress answer (an unload or a stop), until `deadline`."""
+        with self._active:
+            while self.calls and time.monotonic() < deadline:
+                self._active.wait(max(0.0, deadline - time.monotonic()))
+
+    def _hello(self) -> dict[str, Any]:
+        return {"op": "ready", "functions": self.handlers.names, "pid": os.getpid()}
+
+    def call(self, header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+        role = str(header.get("fn"))
+        fn = getattr(self.handlers, role, None) if role in self.handlers.names else None
+        context = make_context(header["context"])
+        _local.request_id = context.request_id
+        try:
+            if fn is None:
+                raise RuntimeError(f"inference.py has no {role}")
+            if role == "output_handler":
+                value = fn(make_response(header["response"], body), context)
+            else:
+                value = fn(io.BytesIO(body), context)
+            if role == "input_handler":
+                return {"op": "result", "ok": True}, handler_contract.request_body(value, fn)
+            answer, content_type = handler_contract.answer(value, fn, role)
+            return {"op": "result", "ok": True, "content_type": content_type}, answer
+        except HandlerError as exc:
+            return _failed(exc.status, exc.message), b""
+        except handler_contract.HandlerResultError as exc:
+            log.error("%s", exc.message)
+            return _failed(500, exc.message), b""
+        except BaseException as exc:  # SystemExit and the like too: the thread serves on
+            log.exception("%s failed", role)
+            return _failed(500, f"{type(exc).__name__}: {exc}"), b""
+        finally:
+            _local.request_id = None
+
+
+def _failed(status: int, message: str) -> dict[str, Any]:
+    """An error answer; a status outside 400-599 is the handler's mistake (500), and the
+    message is kept brief."""
+    if not 400 <= status <= 599:
+        status = 500
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[:MAX_MESSAGE_CHARS] + "..."
+    return {"op": "result", "ok": False, "status": status, "message": message}
+
+
+class _Stop(Exception):
+    """SIGTERM in a worker: stop taking connections."""
+
+
+def _stop_accepting(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the master's SIGTERM may follow the group's
+    raise _Stop
+
+
+# ----- logging and main ----------------------------------------------------------------------
+
+
+class _RequestTag(logging.Filter):
+    """The request id on log lines written while a call runs (like the service's lines)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request_id = getattr(_local, "request_id", None)
+        record.request_tag = f" [{request_id}]" if request_id else ""
+        record.request_id = request_id
+        return True
+
+
+class _JsonLines(logging.Formatter):
+    """The service's JSON log lines (config/log_setup.py), without importing it (orjson)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        created = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+        doc = {
+            "time": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "pid": record.process,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", None),
+        }
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+def _configure_logging(log_format: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_RequestTag())
+    text = "%(asctime)s %(levelname)s %(name)s [%(process)d]%(request_tag)s: %(message)s"
+    handler.setFormatter(_JsonLines() if log_format == "json" else logging.Formatter(text))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sagemaker_serving.environments.host")
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--code-dir", required=True)
+    parser.add_argument("--path", action="append", default=[])
+    parser.add_argument("--module", default="inference")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--lifeline-fd", type=int)
+    parser.add_argument("--log-format", default="text", choices=("text", "json"))
+    parser.add_argument("--daemon", action="store_true")
+    parser.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _master_argv(argv: list[str]) -> list[str]:
+    """The master's arguments its workers get again (--daemon aside)."""
+    return [a for a in argv if a != "--daemon"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    _configure_logging(args.log_format)
+    if args.worker_fd is not None:
+        return Worker(args).run()
+    if args.daemon and os.fork() > 0:  # the starter reaps this parent; init adopts the master
+        os._exit(0)
+    if args.daemon:
+        os.setsid()
+    return Master(args, _master_argv(argv)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

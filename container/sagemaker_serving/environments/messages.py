@@ -1,0 +1,92 @@
+"""What crosses between the service and a handler process besides the body: the request's
+Context (without its gRPC channel, which each process makes for itself) and the model
+server's answer (rebuilt as a requests.Response on the other side).
+
+Standard library only (requests is imported when an answer is rebuilt: the user's version in
+a handler process, the service's in the service).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sagemaker_serving.user_code.handler_api import Context
+
+
+class LazyChannel:
+    """Context.channel: a gRPC channel to the model server, made on first use (grpc is the
+    user's to import, in the user's version)."""
+
+    _channels: dict[int, Any] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+
+    def _channel(self) -> Any:
+        with self._lock:
+            if self._port not in self._channels:
+                import grpc
+
+                self._channels[self._port] = grpc.insecure_channel(f"localhost:{self._port}")
+            return self._channels[self._port]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._channel(), name)
+
+
+def make_context(fields: dict[str, Any]) -> Context:
+    return Context(**{**fields, "channel": LazyChannel(int(fields["grpc_port"]))})
+
+
+def context_fields(context: Context) -> dict[str, Any]:
+    fields = context._asdict()
+    fields.pop("channel", None)
+    return fields
+
+
+class OnePieceBody:
+    """A body as `requests.Response.raw`: read whole by `.content`, in one piece."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def read(self, amt: Any = None, **_: Any) -> bytes:
+        data, self._data = self._data or b"", b""
+        return data
+
+    def close(self) -> None:
+        self._data = b""
+
+
+def make_response(meta: dict[str, Any], body: bytes) -> Any:
+    """The model server's answer as a requests.Response (the user's requests), through its
+    public attributes."""
+    import requests
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+
+    reply = requests.Response()
+    reply.status_code = int(meta["status"])
+    reply.reason = meta.get("reason") or ""
+    reply.headers = CaseInsensitiveDict(meta.get("headers") or {})
+    reply.raw = OnePieceBody(body)
+    reply.url = meta.get("url") or ""
+    request = requests.PreparedRequest()  # what was asked, without parsing the URL again
+    request.method, request.url, request.headers = "POST", reply.url, CaseInsensitiveDict()
+    reply.request = request
+    reply.encoding = get_encoding_from_headers(reply.headers)
+    return reply
+
+
+def response_meta(response: Any) -> tuple[dict[str, Any], bytes]:
+    return (
+        {
+            "status": response.status_code,
+            "reason": getattr(response, "reason", "") or "",
+            "headers": dict(getattr(response, "headers", {}) or {}),
+            "url": getattr(response, "url", "") or "",
+        },
+        bytes(response.content),
+    )

@@ -1,0 +1,188 @@
+"""A pool of handler processes (host.py) for one environment: its command, start, readiness,
+stop. serve supervises a single-model endpoint's pool like its other children; a multi-model
+load starts its model's pool detached (`start_detached`), and an unload stops it (`stop`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_serving.environments.host import PID_NAME, SOCKET_NAME, STATUS_NAME
+
+__all__ = [
+    "SOCKET_NAME",
+    "PoolError",
+    "PoolSpec",
+    "PoolTimeout",
+    "running",
+    "start_detached",
+    "stop",
+    "wait_ready",
+]
+from sagemaker_serving.user_code.loading import UserCodeError
+
+POLL_SECONDS = 0.02
+STOP_SECONDS = 5.0
+
+
+class PoolError(UserCodeError):
+    """The handler processes did not start: the message says why (the user's import error,
+    or the deadline)."""
+
+
+class PoolTimeout(PoolError):
+    """The handler processes were not ready by the deadline."""
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """What a pool runs: the environment's interpreter, the user's code and directories."""
+
+    directory: Path  # short: it holds the socket (108 bytes at most)
+    python: str
+    code_dir: Path
+    paths: tuple[str, ...]
+    module: str = "inference"
+    processes: int = 1
+    log_format: str = "text"
+
+    @property
+    def socket(self) -> str:
+        return str(self.directory / SOCKET_NAME)
+
+
+def new_pool_dir() -> Path:
+    """A new 0700 folder for a pool's socket and status (short, under the temp folder)."""
+    return Path(tempfile.mkdtemp(prefix="sagemaker-handlers-"))
+
+
+def command(spec: PoolSpec, lifeline_fd: int | None, daemon: bool = False) -> list[str]:
+    argv = [
+        spec.python,
+        "-m",
+        "sagemaker_serving.environments.host",
+        "--dir",
+        str(spec.directory),
+        "--code-dir",
+        str(spec.code_dir),
+        "--module",
+        spec.module,
+        "--processes",
+        str(spec.processes),
+        "--log-format",
+        spec.log_format,
+    ]
+    for path in spec.paths:
+        argv += ["--path", path]
+    if lifeline_fd is not None:
+        argv += ["--lifeline-fd", str(lifeline_fd)]
+    return [*argv, "--daemon"] if daemon else argv
+
+
+def environment(base: Mapping[str, str]) -> dict[str, str]:
+    """The pool's environment: the service's, without what would put the service's own
+    packages on the user's interpreter's path."""
+    return {k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+def read_status(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / STATUS_NAME).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def wait_ready(directory: Path, deadline: float, alive: Callable[[], bool]) -> list[str]:
+    """The handler functions, once every process imported the user's code. PoolError with
+    the import error, when the pool ended, or past `deadline` (time.monotonic())."""
+    while True:
+        status = read_status(directory)
+        if status is not None and status.get("ready"):
+            return list(status.get("functions") or [])
+        if status is not None and "error" in status:
+            raise PoolError(str(status["error"]))
+        if not alive():
+            raise PoolError("the handler processes ended during start-up (see the log)")
+        if time.monotonic() > deadline:
+            raise PoolTimeout("the handler processes were not ready in time")
+        time.sleep(POLL_SECONDS)
+
+
+def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> list[str]:
+    """Start a pool that outlives the process starting it (a multi-model load in one
+    gunicorn worker; any worker may unload it) and wait until it is ready; stopped again on
+    failure. Returns its handler functions."""
+    fds = (lifeline_fd,) if lifeline_fd is not None else ()
+    starter = subprocess.Popen(
+        command(spec, lifeline_fd, daemon=True),
+        env=environment(os.environ),
+        pass_fds=fds,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        starter.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        starter.kill()
+        starter.wait()
+    try:
+        return wait_ready(spec.directory, deadline, lambda: _pid(spec.directory) != 0)
+    except BaseException:
+        stop(spec.directory, time.monotonic() + STOP_SECONDS)
+        raise
+
+
+def running(directory: Path) -> bool:
+    """Whether the pool's master runs (or is still starting)."""
+    return _pid(directory) != 0
+
+
+def _pid(directory: Path) -> int:
+    """The master's pid while it runs (0: none, or gone)."""
+    try:
+        pid = int((directory / PID_NAME).read_text())
+    except (FileNotFoundError, ValueError):
+        return -1  # not written yet
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            running = os.fsencode(str(directory)) in f.read()
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            running = running and f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return 0
+    return pid if running else 0
+
+
+def stop(directory: Path, deadline: float) -> None:
+    """SIGTERM to the pool's process group, SIGKILL past `deadline`; its folder removed."""
+    pid = _pid(directory)
+    if pid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+        if not _wait_gone(pid, deadline):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            _wait_gone(pid, time.monotonic() + 1.0)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def _wait_gone(pid: int, deadline: float) -> bool:
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+    finally:
+        os.close(fd)

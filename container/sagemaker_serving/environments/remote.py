@@ -1,0 +1,143 @@
+"""The service's side of a handler pool: calls from a gunicorn worker's event loop.
+
+Each worker keeps up to `size` connections to the pool's socket (a call holds one, so at
+most `size` calls of the worker run in the pool at once). A call is sent with the request's
+context and answered within the request's deadline (504 past it: the connection is dropped,
+the handler runs on in its process). While a call runs, the handler may ask for the built-in
+formats (default_input_handler, default_output_handler): `Callbacks` answers those here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sagemaker_serving.environments import protocol
+from sagemaker_serving.environments.messages import context_fields
+from sagemaker_serving.errors import StatusError
+from sagemaker_serving.user_code.handler_api import Context
+
+log = logging.getLogger(__name__)
+
+PING_SECONDS = 1.0
+
+# (fn, header, body, context) -> (reply header, reply body)
+Callbacks = Callable[[str, dict, bytes, Context], Awaitable[tuple[dict, bytes]]]
+
+
+class HandlerProcessError(StatusError):
+    """The pool did not answer a call (not running, crashed in the call, or too slow)."""
+
+
+@dataclass
+class HandlerPool:
+    """Connections from this worker to one pool of handler processes."""
+
+    socket_path: str
+    functions: tuple[str, ...]
+    size: int = 8
+    _idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = field(default_factory=list)
+    _slots: asyncio.Semaphore | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    unreachable: bool = False
+
+    def has(self, fn: str) -> bool:
+        return fn in self.functions
+
+    async def call(
+        self,
+        fn: str,
+        body: bytes,
+        context: Context,
+        callbacks: Callbacks,
+        response: dict[str, Any] | None = None,
+    ) -> tuple[bytes, str | None]:
+        """fn(body or response, context) in the pool: (its body, its content type or None);
+        its HandlerError as StatusError with the handler's status."""
+        header: dict[str, Any] = {"op": "call", "fn": fn, "context": context_fields(context)}
+        if response is not None:
+            header["response"] = response
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.size)
+            self._loop = asyncio.get_running_loop()
+        try:  # the wait for a free connection is within the request's deadline too
+            async with asyncio.timeout(max(0.001, context.deadline - time.monotonic())):
+                async with self._slots:
+                    reader, writer = await self._connection()
+                    try:
+                        reply, data = await self._exchange(
+                            reader, writer, header, body, context, callbacks
+                        )
+                    except BaseException:
+                        writer.close()
+                        raise
+                    self._idle.append((reader, writer))
+        except TimeoutError:
+            raise HandlerProcessError(
+                f"{fn} did not finish within the request's time limit", 504
+            ) from None
+        except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
+            self.unreachable = True  # a crash, or the whole pool gone: code.py looks
+            log.error("the handler process ended while running %s: %r", fn, exc)
+            raise HandlerProcessError(
+                f"The handler process ended while running {fn} (it may have crashed: see the log)",
+                500,
+            ) from None
+        if not reply.get("ok"):
+            raise StatusError(str(reply.get("message")), int(reply.get("status", 500)))
+        return data, reply.get("content_type")
+
+    async def _exchange(self, reader, writer, header, body, context, callbacks):
+        writer.write(protocol.pack(header, body))
+        await writer.drain()
+        while True:
+            reply, data = await protocol.aread_frame(reader)
+            if reply.get("op") != "callback":
+                return reply, data
+            answer, answer_body = await callbacks(str(reply.get("fn")), reply, data, context)
+            writer.write(protocol.pack({"op": "reply", **answer}, answer_body))
+            await writer.drain()
+
+    async def _connection(self):
+        while self._idle:
+            reader, writer = self._idle.pop()
+            if not (reader.at_eof() or writer.is_closing()):
+                return reader, writer
+            writer.close()
+        try:
+            return await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
+        except OSError as exc:
+            self.unreachable = True  # multimodel/code.py revives a pool that is gone
+            log.error("cannot reach the handler processes at %s: %r", self.socket_path, exc)
+            raise HandlerProcessError(
+                "The handler processes are not running (they may be restarting): try again", 503
+            ) from None
+
+    async def alive(self) -> bool:
+        """Whether a handler process answers (for /ping): a hello on a connection of its own,
+        answered within PING_SECONDS (the socket alone takes connections with none running)."""
+        try:
+            async with asyncio.timeout(PING_SECONDS):
+                reader, writer = await asyncio.open_unix_connection(self.socket_path)
+                try:
+                    writer.write(protocol.pack({"op": "hello"}))
+                    await writer.drain()
+                    reply, _ = await protocol.aread_frame(reader)
+                finally:
+                    writer.close()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, protocol.ProtocolError):
+            return False
+        return reply.get("op") == "ready"
+
+    def close(self) -> None:
+        """Close the idle connections (from any thread: on their event loop)."""
+        idle, self._idle = self._idle, []
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        for _, writer in idle:
+            loop.call_soon_threadsafe(writer.close)

@@ -1,0 +1,186 @@
+"""Prepare and describe the Python service process (gunicorn + falcon, ASGI) for serve."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from process_utils import no_dump
+
+from sagemaker_serving.config import access as service_access
+from sagemaker_serving.config.access import Access, new_access, token_fd
+from sagemaker_serving.config.ports import front_metrics_port
+from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.environments import pool as handler_pool
+from sagemaker_serving.environments.build import container_site, has_user_code, prepare
+from sagemaker_serving.launcher.supervisor import Child
+from sagemaker_serving.launcher.universal_code import download_universal_code
+from sagemaker_serving.service.front_metrics import bind_socket
+
+log = logging.getLogger(__name__)
+
+SERVICE_ERROR_FILE = "service-error.txt"  # why the service's workers could not start
+
+
+@dataclass(frozen=True)
+class ServiceProcess:
+    child: Child
+    socket_path: str
+    socket_dir: Path
+    handles_invocations: bool  # True with user code; else it only takes the binary formats
+
+    metrics_port: int  # loopback UDP: reports of what nginx answered (front_metrics.py)
+    access: Access  # the run's secret nginx sends along, and who nginx's workers are
+    lifeline: int  # the write end of the pipe whose end-of-file tells pools serve is gone
+    handlers: Child | None = None  # the handler pool of a single-model endpoint's own code
+    pool_dir: Path | None = None
+
+    def cleanup(self) -> None:
+        for fd in (*self.child.pass_fds, self.lifeline):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        if self.pool_dir is not None:
+            shutil.rmtree(self.pool_dir, ignore_errors=True)
+
+
+def mme_state_dir(run_dir: Path) -> Path:
+    """Where the multi-model registry, its lock and per-model packages live."""
+    return run_dir / "multi-model"
+
+
+def fresh_mme_state_dir(run_dir: Path) -> Path:
+    """An empty state dir: a new run starts with no models (its model servers have none),
+    whatever an earlier run with the same --run-dir left behind."""
+    state_dir = mme_state_dir(run_dir)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True)
+    return state_dir
+
+
+def service_process(
+    settings: Settings,
+    model_dir: Path,
+    run_dir: Path,
+    default_model: str,
+    ports: list[tuple[int, int]],
+    env: dict[str, str],
+) -> ServiceProcess:
+    """Make the user's code ready (environments/), write the service config, and build the
+    gunicorn child (and the handler pool's, when the code needs processes of its own)."""
+    code_dir = model_dir / "code"
+    if settings.universal_bucket and settings.universal_prefix:
+        code_dir = download_universal_code(
+            settings.universal_bucket, settings.universal_prefix, run_dir / "universal-code"
+        )
+    user_code = has_user_code(code_dir) or settings.multi_model
+    python_paths: list[str] = []
+    lifeline, lifeline_end = os.pipe()  # serve keeps the write end (not inherited)
+    handlers: Child | None = None
+    pool_dir: Path | None = None
+    site = container_site(run_dir / "container-site") if user_code else None
+    if site is not None:
+        environment = prepare(
+            code_dir, run_dir / "environment", site, settings.wait_time_seconds, False
+        )
+        python_paths = list(environment.paths)
+        if environment.python is not None:
+            pool_dir = handler_pool.new_pool_dir()
+            spec = handler_pool.PoolSpec(
+                pool_dir,
+                environment.python,
+                code_dir,
+                environment.paths,
+                processes=settings.handler_processes,
+                log_format=settings.log_format,
+            )
+            handlers = Child(
+                "handler-processes",
+                handler_pool.command(spec, lifeline),
+                handler_pool.environment(env),
+                pass_fds=(lifeline,),
+            )
+            python_paths = []
+            log.info(
+                "handlers run in %d process(es) of their own (%s): %s",
+                settings.handler_processes,
+                environment.python,
+                environment.reason,
+            )
+    config = ServiceConfig(
+        code_dir=str(code_dir),
+        default_model=default_model,
+        rest_ports=[rest for _, rest in ports],
+        grpc_ports=[grpc for grpc, _ in ports],
+        # answer (504) a little before nginx gives up on the request
+        request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
+        python_paths=python_paths,
+        worker_class=settings.gunicorn_worker_class,
+        threads=settings.gunicorn_threads,
+        multi_model=settings.multi_model,
+        model_root=str(model_dir.resolve()),
+        state_dir=str(mme_state_dir(run_dir)),
+        load_timeout_seconds=float(settings.wait_time_seconds),
+        memory_reserve_bytes=settings.mme_memory_reserve_mb * 1024 * 1024,
+        handler_pool=str(pool_dir or ""),
+        container_site=str(site or ""),
+        handler_processes=settings.handler_processes,
+        max_environments=settings.mme_max_environments,
+        lifeline_fd=lifeline,
+        log_format=settings.log_format,
+        error_file=str(run_dir / SERVICE_ERROR_FILE),
+    )
+    (run_dir / SERVICE_ERROR_FILE).unlink(missing_ok=True)
+    fresh_mme_state_dir(run_dir)
+    config_path = run_dir / "service.json"
+    config_path.write_text(config.to_json())
+    access = new_access()
+    no_dump.make_non_dumpable()  # serve holds the run's secret from here on
+    socket_dir = service_access.socket_dir(access)  # for nginx's workers only
+    socket_path = str(socket_dir / "gunicorn.sock")
+    metrics_dir = run_dir / "prometheus"
+    shutil.rmtree(metrics_dir, ignore_errors=True)
+    metrics_dir.mkdir(parents=True)
+    workers = settings.gunicorn_workers if user_code else min(2, settings.gunicorn_workers)
+    argv = [
+        sys.executable,
+        "-m",
+        "sagemaker_serving.python_service",
+        str(config_path),
+        f"--bind=unix:{socket_path}",
+        f"--workers={workers}",
+        f"--timeout={settings.gunicorn_timeout_seconds}",
+        f"--log-level={settings.gunicorn_log_level}",
+        f"--log-format={settings.log_format}",
+        f"--umask={access.umask:o}",
+    ]
+    metrics_socket = bind_socket(front_metrics_port(settings))
+    metrics_port = metrics_socket.getsockname()[1]
+    metrics_fd = metrics_socket.detach()
+    secret_fd = token_fd(access.token)
+    argv += [f"--front-metrics-fd={metrics_fd}", f"--token-fd={secret_fd}"]
+    child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    child_env.pop("PYTHONPATH", None)
+    log.info(
+        "Python service: %s (%s)",
+        "user code in " + str(code_dir) if user_code else "built-in formats only",
+        ", ".join(python_paths) or "no extra paths",
+    )
+    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd, lifeline))
+    return ServiceProcess(
+        child,
+        socket_path,
+        socket_dir,
+        user_code,
+        metrics_port,
+        access,
+        lifeline_end,
+        handlers,
+        pool_dir,
+    )

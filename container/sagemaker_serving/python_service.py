@@ -1,0 +1,315 @@
+"""The Python service (gunicorn + falcon, behind nginx): its wiring, run by serve as
+
+    python -m sagemaker_serving.python_service CONFIG.json --bind unix:SOCKET --token-fd FD
+        [--front-metrics-fd FD] [--lifeline-fd FD] [gunicorn options]
+
+gunicorn supervises the workers; each worker is uvicorn's event loop (service/
+event_loop_worker.py) running falcon's ASGI app made here: /invocations (service/
+invocations.py: input_handler -> model server -> output_handler, or the built-in formats),
+/ping, /metrics, and on a multi-model endpoint the /models API (multimodel/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import falcon
+import falcon.asgi
+import orjson
+from falcon.asgi import Request, Response
+from gunicorn import glogging
+from gunicorn.app.base import BaseApplication
+from process_utils import no_dump
+
+from sagemaker_serving.config import log_setup
+from sagemaker_serving.config.access import TOKEN_HEADER, read_token
+from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.config.settings import LOG_FORMATS
+from sagemaker_serving.environments import pool
+from sagemaker_serving.environments.build import has_user_code
+from sagemaker_serving.environments.hidden import import_handlers
+from sagemaker_serving.environments.remote import HandlerPool
+from sagemaker_serving.multimodel.api import add_routes as add_multi_model_routes
+from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
+from sagemaker_serving.service.front_metrics import FrontMetricsReceiver
+from sagemaker_serving.service.invocations import Invocations, json_error
+from sagemaker_serving.service.metrics import ServiceMetrics
+from sagemaker_serving.service.placement import Placement
+from sagemaker_serving.tfs_client.health import InstanceWatch
+from sagemaker_serving.user_code.loading import Handlers, UserCodeError
+
+log = logging.getLogger("sagemaker_serving.service")
+
+
+class Ping:
+    """200 (empty) once the handlers imported, and while their processes answer when they
+    have processes of their own; on a multi-model endpoint, also only while every model
+    server instance is up (`watch`, known without asking them now: loads keep them busy),
+    else a JSON 503."""
+
+    def __init__(self, handlers: Handlers, watch: InstanceWatch | None = None) -> None:
+        self.remote = handlers.remote
+        self.watch = watch
+
+    async def on_get(self, req: Request, resp: Response) -> None:
+        watch, problem = self.watch, None
+        if watch is not None and watch.started():
+            problem = watch.problem(0)
+        elif watch is not None:  # on a thread: it waits for the first probes to answer
+            problem = await asyncio.to_thread(watch.problem)
+        if problem is None and self.remote is not None and not await self.remote.alive():
+            problem = "the handler processes are not answering"
+        if problem is not None:
+            json_error(resp, 503, f"Not ready: {problem}", req.get_header("X-Request-Id") or "")
+            return
+        resp.status = falcon.HTTP_200
+        resp.content_type = "application/json"
+        resp.data = b""
+
+    on_head = on_get
+
+
+class Metrics:
+    def __init__(self, metrics: ServiceMetrics, placement: Placement) -> None:
+        self.metrics = metrics
+        self.placement = placement
+
+    async def on_get(self, req: Request, resp: Response) -> None:
+        resp.content_type = "text/plain; version=0.0.4; charset=utf-8"
+        resp.data = await self.placement.thread(self.metrics.render)  # reads every worker's file
+
+    on_head = on_get
+
+
+def endpoint_handlers(config: ServiceConfig) -> Handlers:
+    """A single-model endpoint's handlers: imported here, or (config.handler_pool) run by the
+    pool serve started, once it is ready."""
+    code_dir = Path(config.code_dir)
+    if not config.handler_pool:
+        return import_handlers(code_dir, paths=config.python_paths)
+    directory = Path(config.handler_pool)
+    deadline = time.monotonic() + config.load_timeout_seconds
+    functions = pool.wait_ready(directory, deadline, lambda: True)
+    remote = HandlerPool(str(directory / pool.SOCKET_NAME), tuple(functions), config.threads)
+    return Handlers(source=f"{code_dir / 'inference.py'} (handler processes)", remote=remote)
+
+
+def allowed_methods(resource: object) -> list[str]:
+    """The methods a resource answers (its on_* responders), OPTIONS aside."""
+    return [
+        name[3:].upper()
+        for name in dir(resource)
+        if name.startswith("on_") and name != "on_options" and callable(getattr(resource, name))
+    ]
+
+
+class NoOptions:
+    """Middleware: OPTIONS is 405 (JSON, `Allow`: what the route answers), not falcon's 200."""
+
+    async def process_resource(
+        self, req: Request, resp: Response, resource: object, params: dict
+    ) -> None:
+        if req.method == "OPTIONS":
+            raise falcon.HTTPMethodNotAllowed(allowed_methods(resource))
+
+
+async def _http_error(req: Request, resp: Response, ex: Exception, params: dict) -> None:
+    """falcon's own errors (404, 405, bad headers...) as our JSON body, with their headers."""
+    assert isinstance(ex, falcon.HTTPError)
+    json_error(
+        resp, ex.status_code, ex.description or ex.title, req.get_header("X-Request-Id") or ""
+    )
+    for name, value in dict(ex.headers or {}).items():
+        if name.lower() == "allow":  # falcon lists OPTIONS, which every route refuses
+            value = ", ".join(m for m in value.split(", ") if m != "OPTIONS")
+        resp.set_header(name, value)
+
+
+async def _unexpected(req: Request, resp: Response, ex: Exception, params: dict) -> None:
+    """Any other exception: a JSON 500 (the stack trace goes to the log, not the client)."""
+    request_id = req.get_header("X-Request-Id") or ""
+    log.error("unhandled error (request %s)", request_id, exc_info=ex)
+    json_error(resp, 500, f"Internal Server Error: {type(ex).__name__}: {ex}", request_id)
+
+
+def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> falcon.asgi.App:
+    """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
+    this process's ServiceMetrics (one per process: two would overwrite each other's values
+    in the multiprocess files)."""
+    handlers = Handlers() if config.multi_model else endpoint_handlers(config)
+    log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
+    metrics = metrics or ServiceMetrics()
+    placement = Placement(config.worker_class, config.threads)
+    app = falcon.asgi.App(middleware=[NoOptions()])
+    invocations = Invocations(config, handlers, metrics, placement)
+    app.add_route("/invocations", invocations)
+    watch = InstanceWatch(config.rest_ports) if config.multi_model else None
+    app.add_route("/ping", Ping(handlers, watch))
+    app.add_route("/metrics", Metrics(metrics, placement))
+    if config.multi_model:
+        code_dir = Path(config.code_dir) if config.code_dir else None
+        universal = endpoint_handlers(config) if code_dir and has_user_code(code_dir) else None
+        add_multi_model_routes(app, config, invocations, universal)
+    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(falcon.HTTPError, _http_error)
+    return app
+
+
+_TOKEN_NAME = TOKEN_HEADER.lower().encode("latin-1")
+_FORBIDDEN = orjson.dumps({"error": "Forbidden: only the container's nginx may call the service"})
+_FORBIDDEN_HEAD = [
+    (b"content-type", b"application/json"),
+    (b"content-length", b"%d" % (len(_FORBIDDEN) + 1)),
+]
+_FAILED = orjson.dumps({"error": "Internal Server Error"}) + b"\n"
+_FAILED_HEAD = [
+    (b"content-type", b"application/json"),
+    (b"content-length", b"%d" % len(_FAILED)),
+    (b"connection", b"close"),
+]
+
+Asgi = Any  # an ASGI application: async (scope, receive, send)
+
+
+def guarded(app: Asgi, token: str) -> Asgi:
+    """The ASGI app behind the per-run secret nginx adds to every request it proxies: a
+    request without it is a 403 (JSON); the header is removed before falcon, so neither
+    the handlers nor their Context ever see it. Whatever escapes the app before an answer
+    started is a JSON 500, never uvicorn's plain-text page."""
+    expected = token.encode()
+
+    async def asgi(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan (the worker sends none; falcon's test client does)
+            return await app(scope, receive, send)
+        given, headers = b"", []
+        for name, value in scope["headers"]:
+            if name == _TOKEN_NAME:
+                given = value
+            else:
+                headers.append((name, value))
+        if not hmac.compare_digest(given, expected):
+            await send({"type": "http.response.start", "status": 403, "headers": _FORBIDDEN_HEAD})
+            await send({"type": "http.response.body", "body": _FORBIDDEN + b"\n"})
+            return
+        scope["headers"] = headers
+        try:
+            await app(scope, receive, send)
+        except Exception:
+            log.exception("unhandled error in the service")
+            with contextlib.suppress(RuntimeError):  # uvicorn's: the answer had started
+                await send({"type": "http.response.start", "status": 500, "headers": _FAILED_HEAD})
+                await send({"type": "http.response.body", "body": _FAILED})
+
+    return asgi
+
+
+class ServiceLogger(glogging.Logger):
+    """gunicorn's own lines through our handlers (log_setup), and no access lines: nginx
+    writes those."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        for logger in (self.error_log, self.access_log):
+            logger.handlers.clear()
+            logger.propagate = True
+
+    def access(self, resp, req, environ, request_time) -> None:
+        return
+
+
+class ServiceApplication(BaseApplication):
+    def __init__(self, config: ServiceConfig, options: dict, token: str) -> None:
+        self.config_obj = config
+        self.options = options
+        self.token = token
+        self.metrics: ServiceMetrics | None = None
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            self.cfg.set(key, value)
+
+    def load(self):
+        """In each worker: the app, and this process's one ServiceMetrics. A worker that
+        cannot import the user's handlers leaves the reason for serve's last line."""
+        self.metrics = ServiceMetrics()
+        try:
+            app = create_app(self.config_obj, self.metrics)
+        except UserCodeError as exc:
+            if self.config_obj.error_file:
+                Path(self.config_obj.error_file).write_text(str(exc))
+            raise
+        return guarded(app, self.token)
+
+
+def front_metrics_hook(fd: int | None, token: str):
+    """gunicorn's post_worker_init: a receiver thread in the worker for serve's reports of
+    the requests nginx answered."""
+
+    def post_worker_init(worker) -> None:
+        if fd is None or worker.app.metrics is None:
+            return
+        sock = socket.socket(fileno=fd)  # family and type from the descriptor
+        FrontMetricsReceiver(sock, worker.app.metrics, token).start()
+
+    return post_worker_init
+
+
+def when_ready(server) -> None:
+    """gunicorn chowns its unix socket to its own group; in a setgid directory (serve as
+    root: service_access.socket_dir) the socket gets the directory's group back, so that
+    nginx's workers (and nothing else but root) can connect."""
+    for listener in server.LISTENERS:
+        address = listener.cfg_addr
+        if isinstance(address, str) and not address.startswith("\0"):
+            folder = os.stat(os.path.dirname(address))
+            if folder.st_mode & stat.S_ISGID:
+                os.chown(address, -1, folder.st_gid)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sagemaker_serving.python_service")
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--bind", required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--timeout", type=int, default=30)
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
+    parser.add_argument("--umask", type=lambda text: int(text, 8), default=0o177)
+    parser.add_argument("--token-fd", type=int, required=True, help="service_access.token_fd")
+    parser.add_argument("--front-metrics-fd", type=int, help="inherited socket: front_metrics.py")
+    args = parser.parse_args(argv)
+    log_setup.configure(args.log_level, args.log_format)
+    token = read_token(args.token_fd)
+    no_dump.make_non_dumpable()  # the secret is in memory (gunicorn's workers inherit this)
+    options = {
+        "bind": args.bind,
+        "umask": args.umask,
+        "workers": args.workers,
+        "worker_class": WORKER_CLASS,
+        "timeout": args.timeout,
+        "graceful_timeout": 3,  # within serve's BACKEND_STOP_SECONDS (serve.py)
+        "keepalive": 75,
+        "loglevel": args.log_level,
+        "accesslog": None,
+        "errorlog": "-",
+        "logger_class": ServiceLogger,
+        "control_socket_disable": True,
+        "when_ready": when_ready,
+        "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
+    }
+    ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,582 @@
+"""`serve`: the container's entry point. Writes the configs, starts nginx and the model
+servers, supervises them, and shuts down in order on SIGTERM.
+
+    serve [--model-dir /opt/ml/model] [--run-dir DIR] [--host 0.0.0.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from process_utils.arguments import ArgumentParser
+
+from sagemaker_serving.config import log_setup
+from sagemaker_serving.config.access import TOKEN_HEADER
+from sagemaker_serving.config.code_location import misplaced_code
+from sagemaker_serving.config.model_discovery import (
+    Model,
+    ModelDiscoveryError,
+    default_model,
+    discover_models,
+)
+from sagemaker_serving.config.ports import allocate_model_server_ports
+from sagemaker_serving.config.settings import Settings, SettingsError
+from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
+from sagemaker_serving.environments import pool as handler_pool
+from sagemaker_serving.launcher.exit_reason import exit_reason
+from sagemaker_serving.launcher.front_log_relay import FrontLogRelay
+from sagemaker_serving.launcher.front_port import FrontPortError, check_front_port, listening
+from sagemaker_serving.launcher.model_server_command import (
+    LOOPBACK_BIND_LIBRARY,
+    count_gpus,
+    find_model_server,
+    gpu_assignment,
+    model_server_command,
+    model_server_environment,
+)
+from sagemaker_serving.launcher.nginx_config import (
+    NGINX_DIR,
+    NginxConf,
+    NginxLayout,
+    NginxSetupError,
+    find_nginx,
+    nginx_conf,
+)
+from sagemaker_serving.launcher.service_process import (
+    SERVICE_ERROR_FILE,
+    ServiceProcess,
+    mme_state_dir,
+    service_process,
+)
+from sagemaker_serving.launcher.supervisor import Child, Supervisor, stop_all
+from sagemaker_serving.launcher.universal_code import UniversalCodeError
+from sagemaker_serving.launcher.watchdog import Watchdog
+from sagemaker_serving.multimodel.environments import stop_model_pools
+from sagemaker_serving.tfs_client.health import (
+    PROMETHEUS_PATH,
+    answers_ok,
+    instance_up,
+    model_available,
+)
+from sagemaker_serving.user_code.loading import UserCodeError
+
+log = logging.getLogger("serve")
+
+DEFAULT_MODEL_DIR = Path("/opt/ml/model")
+MULTI_MODEL_DIR = Path("/opt/ml/models")  # where SageMaker puts multi-model endpoint models
+# Shutdown: SageMaker sends SIGKILL 30 s after SIGTERM. serve exits within one budget, whatever
+# its children do: /ping reads 503 (DRAIN_NOTICE), nginx drains in-flight requests (at most
+# NGINX_DRAIN_SECONDS, its worker_shutdown_timeout), then the Python service and the model
+# servers stop (BACKEND_STOP_SECONDS; gunicorn's graceful_timeout is within it). Whoever
+# overruns its share is SIGKILLed with its whole process group.
+SHUTDOWN_BUDGET_SECONDS = 25.0
+DRAIN_NOTICE_SECONDS = 1.0  # /ping reads 503 this long before nginx stops accepting
+BACKEND_STOP_SECONDS = 4.0
+KILL_RESERVE_SECONDS = 1.0  # after each SIGKILL: the time to reap the group
+NGINX_STOP_SECONDS = (
+    SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
+)
+NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
+READY_FILE = "ready"
+READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
+
+
+class StartupError(RuntimeError):
+    """Start-up cannot go on; the message says why."""
+
+
+@dataclass
+class Stack:
+    """Everything serve started and the files it wrote."""
+
+    settings: Settings
+    run_dir: Path
+    models: list[Model]
+    default_model: str
+    rest_ports: list[int]
+    grpc_ports: list[int]
+    nginx: Child
+    nginx_conf: NginxConf
+    service: ServiceProcess
+    ready_file: Path  # new_ready_file()
+    model_servers: list[Child] = field(default_factory=list)
+    relay: FrontLogRelay | None = None  # start_relay()
+    startup_failure: str | None = None  # why start-up failed, said again as the last line
+
+    @property
+    def children(self) -> list[Child]:
+        handlers = [self.service.handlers] if self.service.handlers is not None else []
+        return [self.nginx, self.service.child, *handlers, *self.model_servers]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = ArgumentParser(
+        prog="serve", description="Serve TensorFlow SavedModels the SageMaker way."
+    )
+    parser.add_argument(
+        "command", nargs="?", default="serve", choices=["serve"], help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help=f"default: {DEFAULT_MODEL_DIR} ({MULTI_MODEL_DIR} on a multi-model endpoint)",
+    )
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        default=None,
+        help="where generated configs go (default: a new temporary directory)",
+    )
+    parser.add_argument(
+        "--host", default="0.0.0.0", help="address nginx listens on (default: %(default)s)"
+    )
+    return parser.parse_args(argv)
+
+
+def prepare_run_dir(requested: Path | None) -> Path:
+    if requested is None:
+        return Path(tempfile.mkdtemp(prefix="sagemaker-serve-"))
+    requested.mkdir(parents=True, exist_ok=True)
+    return requested.resolve()
+
+
+def child_environment(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = settings.omp_num_threads
+    return env
+
+
+def write_model_server_files(
+    settings: Settings, models: list[Model], run_dir: Path
+) -> tuple[Path, Path | None]:
+    config = run_dir / "model-config.cfg"
+    config.write_text(model_config_text(models))
+    log.info("model config %s:\n%s", config, config.read_text())
+    batching = None
+    if settings.enable_batching:
+        batching = run_dir / "batching-config.cfg"
+        batching.write_text(batching_parameters_text(settings))
+        log.info("batching parameters %s:\n%s", batching, batching.read_text())
+    return config, batching
+
+
+def model_server_children(
+    settings: Settings, models: list[Model], run_dir: Path, ports: list[tuple[int, int]]
+) -> list[Child]:
+    config, batching = write_model_server_files(settings, models, run_dir)
+    monitoring = run_dir / "monitoring.cfg"
+    monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
+    executable, ours = find_model_server()
+    log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
+    if not ours and not LOOPBACK_BIND_LIBRARY.is_file():
+        log.warning(
+            "%s not found: tensorflow_model_server listens on every interface (gRPC and REST)",
+            LOOPBACK_BIND_LIBRARY,
+        )
+    gpus = count_gpus()
+    assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, gpus)
+    children = []
+    for i, ((grpc_port, rest_port), (device, fraction)) in enumerate(
+        zip(ports, assignments, strict=True)
+    ):
+        env = model_server_environment(settings, child_environment(settings), ours, device, gpus)
+        argv = model_server_command(
+            executable,
+            ours,
+            settings,
+            grpc_port=grpc_port,
+            rest_port=rest_port,
+            model_config_path=config,
+            batching_path=batching,
+            monitoring_config_path=monitoring,
+            gpu_memory_fraction=fraction,
+        )
+        children.append(Child(f"model-server-{i}", argv, env))
+    return children
+
+
+def new_ready_file() -> Path:
+    """Where serve notes that everything is ready: until the file exists, /ping's probes answer
+    503 themselves instead of trying model servers and a Python service that are still
+    starting. In a directory of its own that nginx's workers (maybe another user) can search."""
+    directory = Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-"))
+    directory.chmod(0o755)
+    return directory / READY_FILE
+
+
+def nginx_child(
+    settings: Settings,
+    layout: NginxLayout,
+    run_dir: Path,
+    host: str,
+    models: list[Model],
+    default: str,
+    rest_ports: list[int],
+    service: ServiceProcess,
+    ready_file: Path,
+) -> tuple[Child, NginxConf]:
+    """nginx with the run's config, once `nginx -t` accepts it (StartupError if not)."""
+    conf = nginx_conf(
+        settings,
+        layout,
+        run_dir,
+        listen=f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port),
+        default_model=default,
+        rest_ports=rest_ports,
+        model_names=[m.name for m in models],
+        service=service,
+        ready_file=ready_file,
+        shutdown_grace=NGINX_DRAIN_SECONDS,
+    )
+    path = conf.write()
+    check = Child("nginx-config-test", [*conf.command(), "-t", "-q"], relay=output_relay(settings))
+    check.start()
+    passed = check.wait(30) and check.proc is not None and check.proc.returncode == 0
+    check.drain(2.0)  # its message before ours
+    if not passed:
+        raise StartupError(f"nginx rejected the generated config {path} (see the log above)")
+    nginx = Child(
+        "nginx", conf.command(), child_environment(settings), graceful_signal=signal.SIGQUIT
+    )
+    return nginx, conf
+
+
+def output_relay(settings: Settings) -> Callable[[str, IO[bytes]], None]:
+    """How serve writes a child's lines: as they are, or (json logs) as JSON log lines."""
+    return log_setup.relay_as_json if settings.log_format == "json" else log_setup.relay
+
+
+def warn_misplaced_code(settings: Settings, model_dir: Path) -> None:
+    """A `code/` or an `inference.py` under the model directory that nothing reads."""
+    from_s3 = bool(settings.universal_bucket and settings.universal_prefix)
+    where = (
+        f"s3://{settings.universal_bucket}/{settings.universal_prefix} (universal code)"
+        if from_s3
+        else f"{model_dir / 'code'}/ (inference.py in code/ at the top of the model directory)"
+    )
+    for path in misplaced_code(model_dir, None if from_s3 else model_dir / "code"):
+        log.warning("%s is not read: user code is read from %s", path, where)
+
+
+def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) -> Stack:
+    """The stack, not started; every directory it makes is added to `made` (for the caller
+    to remove should start-up stop)."""
+    check_front_port(args.host, settings.bind_to_port)  # before anything is made or started
+    if settings.multi_model:  # models come and go through the /models API
+        if not args.model_dir.is_dir():
+            raise StartupError(f"model directory {args.model_dir} does not exist")
+        models: list[Model] = []
+        default = ""
+        log.info("multi-model endpoint: models under %s are loaded on request", args.model_dir)
+    else:
+        models = discover_models(args.model_dir)
+        default = default_model(models, settings.default_model_name).name
+        log.info(
+            "models: %s (default %s)",
+            ", ".join(f"{m.name} {list(m.versions)}" for m in models),
+            default,
+        )
+        warn_misplaced_code(settings, args.model_dir)
+    ports = allocate_model_server_ports(settings)
+    rest_ports = [rest for _, rest in ports]
+    layout = find_nginx(NGINX_DIR)
+    run_dir = prepare_run_dir(args.run_dir)
+    if args.run_dir is None:
+        made.append(run_dir)
+    log.info("run directory: %s", run_dir)
+    service = service_process(
+        settings, args.model_dir, run_dir, default, ports, child_environment(settings)
+    )
+    made.append(service.socket_dir)
+    ready_file = new_ready_file()
+    made.append(ready_file.parent)
+    nginx, nginx_conf = nginx_child(
+        settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
+    )
+    stack = Stack(
+        settings=settings,
+        run_dir=run_dir,
+        models=models,
+        default_model=default,
+        rest_ports=rest_ports,
+        grpc_ports=[grpc for grpc, _ in ports],
+        nginx=nginx,
+        nginx_conf=nginx_conf,
+        service=service,
+        ready_file=ready_file,
+        model_servers=model_server_children(settings, models, run_dir, ports),
+    )
+    for child in stack.children:  # serve writes every line of the stack itself
+        child.relay = output_relay(settings)
+    return stack
+
+
+def start_relay(stack: Stack) -> FrontLogRelay:
+    """The thread that passes nginx's request log on to the Python service's /metrics; a
+    replaced log file is read until nginx's old workers are gone (their drain, then a margin)."""
+    stack.relay = FrontLogRelay(
+        stack.nginx_conf.front_log,
+        stack.service.metrics_port,
+        stack.service.access.token,
+        reload_nginx=lambda: stack.nginx.signal(signal.SIGHUP),
+        retire_seconds=NGINX_DRAIN_SECONDS + 5.0,
+    ).start()
+    log.info(
+        "requests nginx answers: logged to %s, counted by the Python service (udp port %d)",
+        stack.nginx_conf.front_log,
+        stack.service.metrics_port,
+    )
+    return stack.relay
+
+
+def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
+    """Multi-model: when a model server dies, every model counts as unloaded (invoke answers
+    404, so SageMaker loads it again). Marking the registry stale takes no lock, so the
+    supervisor never waits on a load in progress; the service's next load or unload sends
+    the surviving instances the list without the old models."""
+    from sagemaker_serving.multimodel.registry import Registry
+
+    registry = Registry(mme_state_dir(stack.run_dir))
+
+    def on_death(child: Child) -> None:
+        if child in stack.model_servers:
+            count = len(registry.read())
+            registry.invalidate()
+            log.warning("%s died: %d model(s) now count as unloaded", child.name, count)
+
+    return on_death
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def service_ready(socket_path: str, token: str, timeout: float = 1.0) -> bool:
+    """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
+    conn = _UnixHTTPConnection(socket_path, timeout)
+    return answers_ok(conn, "/ping", {TOKEN_HEADER: token})
+
+
+def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
+    """Until every model is AVAILABLE on every instance and the Python service answers (False
+    on deadline, stop or death); then lets /ping probe them (ready_file)."""
+    deadline = time.monotonic() + stack.settings.wait_time_seconds
+    pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
+    if not stack.models:  # multi-model: every instance up (it loads models on request)
+        pending = {(port, "") for port in stack.rest_ports}
+    service_pending = True
+    port = stack.settings.bind_to_port
+    nginx_pending = True  # ready is never said before nginx listens
+    while pending or service_pending or nginx_pending:
+        if supervisor.stopping:
+            return False
+        dead = [c for c in stack.children if not c.alive()]
+        if dead:
+            for child in dead:
+                code = child.proc.returncode if child.proc is not None else None
+                reason = "exited" if code is None else exit_reason(code, supervisor.memory)
+                log.error("%s %s during start-up", child.name, reason)
+            stack.startup_failure = startup_failure(stack)
+            if stack.nginx in dead:
+                log.error(
+                    "if nginx could not listen on port %d (see its message above), stop what "
+                    "holds it or set SAGEMAKER_BIND_TO_PORT to a free port",
+                    port,
+                )
+            return False
+        if time.monotonic() > deadline:
+            log.error(
+                "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
+                stack.settings.wait_time_seconds,
+                sorted(pending)
+                + (["python-service"] if service_pending else [])
+                + ([f"nginx (not listening on port {port})"] if nginx_pending else []),
+            )
+            return False
+        nginx_pending = nginx_pending and not listening(stack.nginx.pid, port)
+        pending = {
+            (port, name)
+            for port, name in pending
+            if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
+        }
+        service_pending = service_pending and not service_ready(
+            stack.service.socket_path, stack.service.access.token
+        )
+        if pending or service_pending or nginx_pending:
+            supervisor.sleep(READY_POLL_SECONDS)
+    stack.ready_file.touch()
+    return True
+
+
+def startup_failure(stack: Stack) -> str | None:
+    """What a child that died during start-up left behind: the user code's import error."""
+    if stack.service.pool_dir is not None:
+        status = handler_pool.read_status(stack.service.pool_dir) or {}
+        if "error" in status:
+            return str(status["error"])
+    error_file = stack.run_dir / SERVICE_ERROR_FILE
+    if error_file.is_file():
+        return error_file.read_text(errors="replace").strip() or None
+    return None
+
+
+def shutdown(stack: Stack, requested_at: float) -> None:
+    """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
+    servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
+    deadline = requested_at + SHUTDOWN_BUDGET_SECONDS
+    backends_at = deadline - KILL_RESERVE_SECONDS - BACKEND_STOP_SECONDS
+    log.info(
+        "shutting down: draining requests (up to %ds), done within %.0fs",
+        NGINX_DRAIN_SECONDS,
+        SHUTDOWN_BUDGET_SECONDS,
+    )
+    if stack.nginx.alive():
+        stack.nginx_conf.write(draining=True)
+        stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
+        time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
+    stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
+    if stack.relay is not None:
+        stack.relay.stop()  # what nginx logged last
+    handlers = [stack.service.handlers] if stack.service.handlers is not None else []
+    backends = [stack.service.child, *handlers, *stack.model_servers]
+    stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
+    if stack.settings.multi_model:  # the handler pools of models with code of their own
+        stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
+    for child in stack.children:  # what they wrote last, before our last line
+        child.drain(max(0.0, deadline - time.monotonic()))
+    stack.service.cleanup()
+    shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
+    log.info("stopped")
+
+
+def remove_dirs(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class StopDuringStartup(Exception):
+    """SIGTERM or SIGINT while start-up prepares (a pip install): stop there, cleanly."""
+
+
+def _stop_during_startup(signum: int, frame: object) -> None:
+    raise StopDuringStartup(signal.Signals(signum).name)
+
+
+def run(args: argparse.Namespace) -> int:
+    made: list[Path] = []  # directories start-up made: removed when it stops short
+    # until the supervisor takes them: a stop while pip runs kills pip (environments/build)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stop_during_startup)
+    try:
+        settings = Settings.from_env()
+        log_setup.configure("INFO", settings.log_format)
+        if args.model_dir is None:
+            args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
+        stack = build_stack(args, settings, made)
+    except StopDuringStartup as exc:
+        remove_dirs(made)
+        log.info("stopped during start-up (%s)", exc)
+        return 0
+    except (
+        SettingsError,
+        ModelDiscoveryError,
+        NginxSetupError,
+        FrontPortError,
+        StartupError,
+        UserCodeError,
+        UniversalCodeError,
+        OSError,
+    ) as exc:
+        remove_dirs(made)
+        log.error("cannot start: %s", exc)
+        return 2
+    stops: list[int] = []  # a stop asked for before the supervisor listens
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: stops.append(number))
+    watchdog = Watchdog()
+    try:
+        watchdog.start()
+    except OSError as exc:
+        stack.service.cleanup()
+        remove_dirs(made)
+        log.error("cannot start: the watchdog: %s", exc)
+        return 2
+    # should serve die without its shutdown, the watchdog removes its temporary directories
+    for directory in (stack.ready_file.parent, stack.service.socket_dir, stack.service.pool_dir):
+        if directory is not None:
+            watchdog.remove_on_exit(directory)
+    if args.run_dir is None:
+        watchdog.remove_on_exit(stack.run_dir)
+    for child in stack.children:
+        child.watchdog = watchdog
+    supervisor = Supervisor(stack.children, watchdog=watchdog)
+    supervisor.install_signal_handlers()
+    if stops:
+        supervisor.request_stop()
+    if settings.multi_model:
+        supervisor.on_death = forget_models_on_crash(stack)
+    try:
+        for child in stack.model_servers:  # the slowest to be ready first
+            child.start()
+        if stack.service.handlers is not None:
+            stack.service.handlers.start()
+        stack.service.child.start()
+        start_relay(stack)
+        stack.nginx.start()
+        if not wait_until_ready(stack, supervisor):
+            if supervisor.stopping:
+                return 0
+            return 1
+        log.info(
+            "ready: http://%s:%d (models %s)",
+            args.host or "0.0.0.0",
+            settings.bind_to_port,
+            ", ".join(m.name for m in stack.models),
+        )
+        failed = supervisor.run()
+        if failed is not None:
+            log.error(
+                "%s died %d times within %.0fs: giving up",
+                failed.name,
+                len(failed.deaths),
+                failed.policy.window_seconds,
+            )
+            return 1
+        return 0
+    finally:
+        shutdown(stack, supervisor.stop_requested_at or time.monotonic())
+        if args.run_dir is None:
+            shutil.rmtree(stack.run_dir, ignore_errors=True)
+        watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
+        if stack.startup_failure:
+            log.error("cannot start: %s", stack.startup_failure)
+
+
+def main(argv: list[str] | None = None) -> None:
+    log_setup.configure("INFO", "text")  # until the settings say which format
+    sys.exit(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    main()

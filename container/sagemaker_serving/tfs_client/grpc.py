@@ -1,0 +1,122 @@
+"""The model servers' gRPC API: a shared channel per instance, Predict and ReloadConfig.
+
+Failures raise ModelServerError with the status TF Serving's REST API answers for the gRPC
+code (503 ModelServerUnavailable, 504 ModelServerTimeout) and the model server's text.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from tfs_rest_json.status_codes import http_status
+
+from sagemaker_serving.tfs_client.errors import (
+    UNAVAILABLE,
+    ModelServerError,
+    ModelServerTimeout,
+    ModelServerUnavailable,
+)
+from sagemaker_serving.tfs_client.wire import (
+    PREDICT_METHOD,
+    RELOAD_CONFIG_METHOD,
+    ReloadConfigRequest,
+    ReloadConfigResponse,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 2**31 - 1
+_NOT_ANSWERED = "The request deadline passed before the model server answered"
+_NOT_ASKED = "The deadline passed before the model server was asked"
+# gRPC codes of a call that did not reach the model server or was not answered in time
+_NOT_REACHED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
+
+
+class GrpcClient:
+    """gRPC to the model servers' gRPC ports; channels are made on first use, in this process
+    (a channel made before gunicorn forks would not work in the workers)."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        self.ports = list(ports)
+        self._channels: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._predict_calls: dict[int, Any] = {}
+
+    def channel(self, index: int) -> Any:
+        """The shared grpc.Channel to instance `index`."""
+        port = self.ports[index]
+        with self._lock:
+            if port not in self._channels:
+                import grpc
+
+                self._channels[port] = grpc.insecure_channel(
+                    f"127.0.0.1:{port}",
+                    options=[
+                        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    ],
+                )
+            return self._channels[port]
+
+    def predict(self, index: int, request: bytes, deadline: float) -> bytes:
+        """Predict on instance `index` with a serialized PredictRequest; the serialized
+        PredictResponse."""
+        call = self._predict_calls.get(index)
+        if call is None:
+            call = self._predict_calls[index] = self.channel(index).unary_unary(PREDICT_METHOD)
+        return _call(call, request, deadline, _NOT_ANSWERED)
+
+    def reload_config(self, index: int, config: bytes, deadline: float) -> str | None:
+        """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
+        None when the model server applied the config, else its status (`CODE: message`).
+        TF Serving fails the call with that status; a status in an answered call (as older
+        servers send it) counts too. A model server that cannot be reached raises."""
+        import grpc
+
+        call = self.channel(index).unary_unary(RELOAD_CONFIG_METHOD)
+        request = ReloadConfigRequest(config=config).SerializeToString()
+        try:
+            answer = _call(call, request, deadline, _NOT_ASKED, raw=True)
+        except grpc.RpcError as exc:
+            code = exc.code()
+            if code is None or code.name in _NOT_REACHED:
+                raise grpc_error(exc) from None
+            return f"{code.name}: {exc.details() or ''}"
+        status = ReloadConfigResponse.FromString(answer).status
+        if not status.error_code:
+            return None
+        name = next((c.name for c in grpc.StatusCode if c.value[0] == status.error_code), "UNKNOWN")
+        return f"{name}: {status.error_message}"
+
+
+def _call(call: Any, request: bytes, deadline: float, too_late: str, raw: bool = False) -> bytes:
+    """`call` within the deadline; `too_late`: the message when it has already passed. A
+    failed call raises ModelServerError (grpc.RpcError itself with `raw`)."""
+    import grpc
+
+    timeout = deadline - time.monotonic()
+    if timeout <= 0:
+        raise ModelServerTimeout(too_late)
+    try:
+        return call(request, timeout=timeout, wait_for_ready=False)
+    except grpc.RpcError as exc:
+        if raw:
+            raise
+        raise grpc_error(exc) from None
+
+
+def grpc_error(exc: Any) -> ModelServerError:
+    """A grpc.RpcError as ModelServerError: TF Serving's REST status for its code, its text."""
+    code = exc.code()
+    name = code.name if code is not None else "UNKNOWN"
+    details = exc.details() or name
+    if name == "UNAVAILABLE":  # the details name internal addresses: the log has them
+        log.warning("the model server is unavailable: %s", details)
+        return ModelServerUnavailable(UNAVAILABLE)
+    if name == "DEADLINE_EXCEEDED":
+        return ModelServerTimeout("The model server did not answer before the request deadline")
+    return ModelServerError(details, http_status(name))

@@ -1,0 +1,133 @@
+"""The falcon app of the Python service without a model server: /ping, /metrics, error
+bodies, OPTIONS, the run's secret, and what the multi-model API answers before it talks to
+a model server (with one: test_invocations.py, multimodel/test_api.py)."""
+
+from __future__ import annotations
+
+import falcon
+import falcon.testing
+import pytest
+from sagemaker_serving.python_service import TOKEN_HEADER, guarded
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def client(make_app) -> falcon.testing.TestClient:
+    return make_app()
+
+
+@pytest.fixture
+def mme(make_app) -> falcon.testing.TestClient:
+    return make_app(multi_model=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [("/invocations", "POST"), ("/ping", "GET, HEAD"), ("/metrics", "GET, HEAD")],
+)
+def test_options_is_405_json_with_the_routes_methods(client, path, allowed):
+    reply = client.simulate_options(path)
+    assert reply.status_code == 405
+    assert reply.json["error"]
+    assert sorted(reply.headers["Allow"].split(", ")) == sorted(allowed.split(", "))
+
+
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [("/models", "GET, POST"), ("/models/a", "GET, HEAD, DELETE"), ("/models/a/invoke", "POST")],
+)
+def test_options_on_the_multi_model_api_is_405_json(mme, path, allowed):
+    reply = mme.simulate_options(path)
+    assert reply.status_code == 405 and reply.json["error"]
+    assert sorted(reply.headers["Allow"].split(", ")) == sorted(allowed.split(", "))
+
+
+def test_other_unsupported_methods_are_405_json_without_options_in_allow(client):
+    reply = client.simulate_put("/invocations")
+    assert reply.status_code == 405 and reply.json["error"]
+    assert reply.headers["Allow"] == "POST"
+
+
+def test_ping_and_metrics(client):
+    assert client.simulate_get("/ping").status_code == 200
+    assert client.simulate_head("/ping").status_code == 200
+    client.simulate_post("/invocations", body=b"{}")  # counted, whatever it answers
+    reply = client.simulate_get("/metrics")
+    assert reply.status_code == 200 and reply.headers["Content-Type"].startswith("text/plain")
+    assert 'sagemaker_requests_total{model="half_plus_two",route="/invocations"' in reply.text
+
+
+def test_an_unexpected_exception_is_a_json_500(make_app, monkeypatch):
+    async def explode(self, req, resp):
+        raise KeyError("boom")
+
+    monkeypatch.setattr("sagemaker_serving.python_service.Ping.on_get", explode)
+    client = make_app()
+    reply = client.simulate_get("/ping")
+    assert reply.status_code == 500
+    assert "KeyError" in reply.json["error"]
+
+
+def test_an_unknown_route_is_404_json(client):
+    reply = client.simulate_get("/nope")
+    assert reply.status_code == 404 and reply.json["error"]
+
+
+def test_deeply_nested_json_on_a_load_is_400(mme):
+    reply = mme.simulate_post("/models", body=b"[" * 100_000 + b"]" * 100_000)
+    assert reply.status_code == 400, reply.text
+    assert "not valid JSON" in reply.json["error"]
+
+
+def test_a_load_url_over_255_characters_is_400_json(mme):
+    reply = mme.simulate_post("/models", json={"model_name": "m", "url": "x" * 300})
+    assert reply.status_code == 400, reply.text
+    assert "not a usable path" in reply.json["error"]
+
+
+async def _lifespan(receive, send) -> None:
+    """What an ASGI app answers to the lifespan events falcon's test client sends."""
+    while True:
+        event = (await receive())["type"]
+        if event in ("lifespan.startup", "lifespan.shutdown"):
+            await send({"type": event + ".complete"})
+        if event == "lifespan.shutdown":
+            return
+
+
+def test_requests_without_the_runs_secret_are_403_and_handlers_never_see_it(tmp_path):
+    seen: list[list[tuple[bytes, bytes]]] = []
+
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await _lifespan(receive, send)
+        seen.append(list(scope["headers"]))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    client = falcon.testing.TestClient(guarded(app, TOKEN))
+    for headers in ({}, {TOKEN_HEADER: "wrong"}, {TOKEN_HEADER: TOKEN + "x"}, {TOKEN_HEADER: "é"}):
+        reply = client.simulate_get("/ping", headers=headers)
+        assert reply.status_code == 403 and "Forbidden" in reply.json["error"]
+    assert not seen
+    reply = client.simulate_get("/ping", headers={TOKEN_HEADER: TOKEN, "X-Other": "1"})
+    assert reply.status_code == 200
+    names = [name for name, _ in seen[0]]
+    assert b"x-other" in names
+    assert TOKEN_HEADER.lower().encode() not in names and not any(
+        TOKEN.encode() in v for _, v in seen[0]
+    )
+
+
+def test_what_escapes_the_app_before_an_answer_is_a_json_500():
+    async def app(scope, receive, send):
+        if scope["type"] == "lifespan":
+            return await _lifespan(receive, send)
+        raise RuntimeError("escaped")
+
+    client = falcon.testing.TestClient(guarded(app, TOKEN))
+    reply = client.simulate_get("/ping", headers={TOKEN_HEADER: TOKEN})
+    assert reply.status_code == 500
+    assert reply.json == {"error": "Internal Server Error"}
+    assert reply.headers["Content-Type"] == "application/json"

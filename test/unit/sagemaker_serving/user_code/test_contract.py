@@ -1,0 +1,58 @@
+"""What handlers must return, checked where they return it."""
+
+from __future__ import annotations
+
+import pytest
+from sagemaker_serving.user_code import contract as handler_contract
+from sagemaker_serving.user_code.contract import HandlerResultError
+
+
+def input_handler(data, context):
+    return {"instances": [1]}
+
+
+@pytest.mark.parametrize(
+    ("value", "body"),
+    [("{}", b"{}"), (b"x", b"x"), (bytearray(b"y"), b"y"), (memoryview(b"z"), b"z")],
+)
+def test_an_input_handler_returns_a_string_or_bytes(value, body):
+    assert handler_contract.request_body(value, input_handler) == body
+
+
+def test_any_other_request_body_names_the_handler_its_place_and_what_was_expected():
+    with pytest.raises(HandlerResultError) as info:
+        handler_contract.request_body({"instances": [1]}, input_handler)
+    message = info.value.message
+    assert message.startswith("input_handler (test_handler_contract.py, line 11) returned dict")
+    assert "{'instances': [1]}" in message and "expected a str (JSON) or bytes-like" in message
+    assert "/" not in message.split(" returned ")[0]  # no folders
+    assert info.value.status == 500
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (("body", "text/plain"), (b"body", "text/plain")),
+        ([b"body", None], (b"body", None)),
+        ("bare", (b"bare", None)),
+        (b"bare", (b"bare", None)),
+    ],
+)
+def test_an_answer_is_a_pair_or_a_bare_body(value, expected):
+    assert handler_contract.answer(value, "output_handler") == expected
+
+
+@pytest.mark.parametrize(
+    "value", [{"a": 1}, 42, None, ("body", 5), ({"a": 1}, "application/json"), ("a", "b", "c")]
+)
+def test_any_other_answer_is_refused(value):
+    with pytest.raises(HandlerResultError) as info:
+        handler_contract.answer(value, "output_handler")
+    assert info.value.message.startswith(f"output_handler returned {type(value).__name__}")
+    assert "expected a (body, content_type) pair" in info.value.message
+
+
+def test_a_long_value_is_cut_short():
+    with pytest.raises(HandlerResultError) as info:
+        handler_contract.answer(list(range(10_000)), "handler", "handler")
+    assert len(info.value.message) < 200
