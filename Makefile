@@ -74,9 +74,13 @@ unit: install
 integration: install
 	$(PY) -m pytest -q test/integration
 
+# The documentation site (mkdocs.yml, docs/) is built with --strict into a scratch directory: a
+# broken link, a missing anchor or a page left out of nav fails.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
+		NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$site"
 
 format: install
 	$(VENV)/bin/ruff format container test scripts examples
@@ -105,7 +109,7 @@ perf-container: install
 	$(PY) test/perf/bench_container.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache site
 
 # ----- the image SageMaker runs ---------------------------------------------------------------
 # `make image`: the CPU image (docker/Dockerfile), built by whatever engine is there (Docker, or

@@ -46,6 +46,8 @@ DEV_REQUIRES = [
     "moto[server]==5.2.5",
     "trustme==1.2.1",  # TLS certificates for the model server's gRPC TLS tests
     "matplotlib==3.11.2",
+    "mkdocs==1.6.1",  # the documentation site (docs/, mkdocs.yml), built by `make lint`
+    "mkdocs-material==9.8.2",
 ]
 
 setup(

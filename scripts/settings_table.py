@@ -1,4 +1,4 @@
-"""Print the README "Settings" table (Markdown) from the declarations in
+"""Print the table of docs/settings.md (Markdown) from the declarations in
 sagemaker_serving.config.settings (VARIABLES)."""
 
 from __future__ import annotations
