@@ -75,12 +75,13 @@ integration: install
 	$(PY) -m pytest -q test/integration
 
 # The documentation site (mkdocs.yml, docs/) is built with --strict into a scratch directory: a
-# broken link, a missing anchor or a page left out of nav fails.
+# broken link, a missing anchor or a page left out of nav fails (not --quiet: it hides the
+# warnings that --strict counts, and the build passes).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	@site=$$(mktemp -d) && trap 'rm -rf "$$site"' EXIT && \
-		NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$site"
+		NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir "$$site"
 
 format: install
 	$(VENV)/bin/ruff format container test scripts examples
