@@ -1,19 +1,21 @@
 """Every command of the documentation is run, as written, and shows what the documentation says.
 
-The commands come from the Markdown files (test/support/doc_commands.py: README.md, and a
-`docs/` tree when there is one). The block commands of each section run in order in a fresh
+The commands come from the Markdown files (test/support/doc_commands.py: README.md and the
+MkDocs pages under docs/). The block commands of each section run in order in a fresh
 copy of the repository's top (its files linked, `run/` its own; the example model built once
 and copied), each in bash from that top, as a reader pastes them: `make serve` and the other
 servers in the background until they answer (and stopped with Ctrl-C's SIGINT when the section
 ends or the next one starts), a `console` block's commands compared with the output it shows.
-The only change to a command is the port: 8080, 8500 and 8501 become free ones (the
-environment's SAGEMAKER_BIND_TO_PORT for `serve`), so that tests never take a fixed port.
+The only change to a command is the port: 8080 (and 8081, the getting-started page's other
+port), 8500 and 8501 become free ones (the environment's SAGEMAKER_BIND_TO_PORT for `serve`), so
+that tests never take a fixed port.
 
 What is not run here is in one of the tables below, with where it runs or why it cannot:
 RUN_BY_CI (.ci/run runs it, and this checks that it does), RUN_ELSEWHERE (a test that runs it,
 checked to name it), NOT_RUN (needs an AWS account, a built image, or minutes of load), and
 NAMES (a command's name in the prose, not a command line). A command in none of them is run by
 the section it is in, so a new command in the documentation is run as soon as it is written.
+Every command of the getting-started page is run here, or by CI (`make install`, `make test`).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from doc_commands import DocCommand, documented_blocks, documented_commands, out
 from process_utils import free_port_range
 
 # linked into every sandbox: what the documented commands read (run/ is the sandbox's own)
-LINKED = ("Makefile", "setup.py", "pyproject.toml", ".venv", "container", "nginx", "test", "scripts",
-          "examples", "docker", "README.md")  # fmt: skip
+LINKED = ("Makefile", "setup.py", "pyproject.toml", ".venv", "container", "nginx", "test",
+          "scripts", "examples", "docker", "README.md", "docs", "mkdocs.yml")  # fmt: skip
+GETTING_STARTED = "docs/getting-started.md"
 COMMAND_TIMEOUT = 300.0
 SERVER_START_TIMEOUT = 300.0  # `make serve` builds the example model first when it has to
 SERVER_STOP_TIMEOUT = 40.0
@@ -64,6 +67,8 @@ RUN_ELSEWHERE = {
         "test/integration/test_multi_model_churn.py",
     "REGISTRY=localhost:5000 REGISTRY_TLS_VERIFY=false scripts/publish.sh cpu":
         "test/image/test_publish.py",
+    ".venv/bin/python scripts/settings_table.py":
+        "test/unit/sagemaker_serving/config/test_settings_docs.py",
 }  # fmt: skip
 _AWS = "needs an AWS account (no AWS API is reachable from the tests)"
 _IMAGE = "needs the image built and a container engine: make image-test (CI) runs the image"
@@ -88,6 +93,10 @@ NOT_RUN = {
     "your registry; test/image/test_publish.py pushes to a local one",
     "make format": "rewrites the sources; make lint (CI) checks that they are formatted",
     "make clean": "deletes .venv",
+    "IMAGE=ref make image-test": "`ref` stands for another image's reference; make image-test "
+    "(CI) tests the image make image built",
+    ".venv/bin/mkdocs serve": "serves the documentation on a fixed port until stopped; make lint "
+    "(CI) builds the same site with --strict",
 }  # fmt: skip
 NOT_RUN_PREFIXES = {
     "aws ": _AWS,
@@ -107,6 +116,8 @@ class Server:
 
 SERVERS = {
     "make serve": Server("/ping"),
+    "SAGEMAKER_BIND_TO_PORT=8081 make serve": Server("/ping"),
+    ".venv/bin/serve --model-dir run/models --host 127.0.0.1": Server("/ping"),
     "SAGEMAKER_MULTI_MODEL=true .venv/bin/serve --model-dir run/models --host 127.0.0.1": Server(
         "/ping"
     ),
@@ -172,6 +183,20 @@ def test_every_documented_command_is_run_or_says_why_not():
     assert SECTIONS, "no documented command runs here"
 
 
+def test_every_command_of_the_getting_started_page_is_run():
+    """Its block commands in a sandbox here (or by CI); its inline ones are block commands of
+    the page, or run by CI, or a program's name."""
+    page = [c for c in COMMANDS if c.source.startswith(f"{GETTING_STARTED}:")]
+    assert page, f"{GETTING_STARTED} shows no command"
+    run_here = {c.key for c in page if runs_here(c)}
+    not_run = [
+        f"{c.source}: {c.key}"
+        for c in page
+        if not (c.key in run_here or c.key in RUN_BY_CI or (c.inline and c.key in NAMES))
+    ]
+    assert not not_run, "getting-started commands no test runs:\n" + "\n".join(not_run)
+
+
 def test_what_ci_runs_is_in_its_script():
     script = (REPO / ".ci" / "run").read_text().splitlines()
     for key, runs in RUN_BY_CI.items():
@@ -202,6 +227,8 @@ class Sandbox:
         """The command as written, on this sandbox's ports."""
         front, grpc, rest = self.ports["front"], self.ports["grpc"], self.ports["rest"]
         text = text.replace("localhost:8080", f"localhost:{front}")
+        text = text.replace("localhost:8081", f"localhost:{front}")
+        text = text.replace("SAGEMAKER_BIND_TO_PORT=8081", f"SAGEMAKER_BIND_TO_PORT={front}")
         text = text.replace("--port=8500", f"--port={grpc}")
         text = text.replace("--rest_api_port=8501", f"--rest_api_port={rest}")
         return text.replace("localhost:8501", f"localhost:{rest}")
@@ -307,7 +334,9 @@ def assign(box: Sandbox, key: str) -> bool:
 
 def check_job_json(box: Sandbox, command: DocCommand) -> None:
     """The CreateTransformJob request written is the JSON the documentation shows."""
+    page = command.source.rsplit(":", 1)[0]
     shown = next(b for b in documented_blocks(REPO) if b.language == "json"
+                 and b.source.startswith(f"{page}:")
                  and _line(b.source) > _line(command.source))  # fmt: skip
     expected = json.loads(shown.text)
     written = json.loads((box.root / JOB_JSON).read_text())

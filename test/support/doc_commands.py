@@ -1,12 +1,13 @@
 """The commands of the documentation, so that a test can run each one.
 
-Read from every Markdown file of the documentation (DOC_GLOBS: README.md now, an MkDocs `docs/`
-tree later). A command is
+Read from every Markdown file of the documentation (DOC_GLOBS: README.md and the MkDocs pages
+under docs/). A command is
 - a command of a fenced `sh` (`bash`, `shell`) block: each line that is no comment, with its
   continuation lines (a trailing backslash) and the body of a here-document (`<<'EOF'`);
 - a `$ ` line of a fenced `console` block, the same way, and the lines after it up to the next
   `$ ` line as the output it shows (`...` in an output line stands for any text);
-- an inline code span that starts as a command does (`make ...`, `.venv/bin/...`).
+- an inline code span that starts as a command does (`make ...`, `.venv/bin/...`, either after
+  `NAME=value` assignments: `SAGEMAKER_BIND_TO_PORT=8081 make serve`).
 A command is known by its `key`: its first line without a trailing comment or backslash.
 """
 
@@ -22,7 +23,7 @@ SHELL_BLOCKS = {"sh", "bash", "shell"}
 CONSOLE_BLOCKS = {"console"}
 _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 _HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$")
-_INLINE = re.compile(r"`((?:make |\.venv/bin/)[^`]+)`")
+_INLINE = re.compile(r"`((?:[A-Z_][A-Z0-9_]*=[^\s`]+ )*(?:make |\.venv/bin/)[^`]+)`")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 _TRAILING_COMMENT = re.compile(r"\s+#\s.*$")
 
@@ -30,8 +31,8 @@ _TRAILING_COMMENT = re.compile(r"\s+#\s.*$")
 @dataclass(frozen=True)
 class DocCommand:
     text: str  # as written: continuation lines and a here-document's body included
-    source: str  # "README.md:123"
-    section: str = ""  # "README.md: <the heading above it>"
+    source: str  # "docs/getting-started.md:123"
+    section: str = ""  # "docs/getting-started.md: <the heading above it>"
     output: tuple[str, ...] | None = None  # what a console block shows after it
     inline: bool = False
 
