@@ -1,0 +1,44 @@
+"""README.md is a landing page: small, and every link in it leads to a page (and a heading)
+that exists. The pages under docs/ are checked by `mkdocs build --strict` (make lint)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from markdown.extensions.toc import slugify
+
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+README_LIMIT = 8192  # bytes: a page a newcomer reads to the end
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*$", re.MULTILINE)
+
+
+def test_readme_is_under_8_kb():
+    size = len(README.read_bytes())
+    assert size < README_LIMIT, f"README.md is {size} bytes; move detail into docs/"
+
+
+def anchors(page: Path) -> set[str]:
+    """The ids MkDocs gives the page's headings (Python-Markdown's toc slugify)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)  # no code blocks
+    return {slugify(re.sub(r"[`*]", "", h), "-") for h in _HEADING.findall(text)}
+
+
+def test_every_link_of_the_readme_leads_somewhere():
+    broken = []
+    for target in _LINK.findall(README.read_text()):
+        if target.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = target.partition("#")
+        page = REPO / path
+        if not page.exists() or (anchor and anchor not in anchors(page)):
+            broken.append(target)
+    assert not broken, broken
+
+
+def test_the_readme_links_every_documentation_page():
+    pages = {p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")}
+    linked = {t.partition("#")[0] for t in _LINK.findall(README.read_text())}
+    assert pages - {"docs/index.md"} <= linked, sorted(pages - linked)
