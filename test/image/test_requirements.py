@@ -1,6 +1,6 @@
 """A code/requirements.txt installed at start-up from PyPI through the machine's network, with
 the host's CA bundle mounted and named by PIP_CERT: what a user behind a TLS-inspecting proxy
-(as our machines are) must do, and what README's "Build and run the image" tells them."""
+(as our machines are) must do, and what docs/image.md tells them."""
 
 from __future__ import annotations
 

@@ -468,7 +468,7 @@ def test_the_processes_holding_the_secret_are_not_dumpable(stack):
     ]
     assert service and master.children()
     holders = [serve, *service, *service[0].children()]
-    if os.geteuid() == 0:  # nginx's workers run as `nobody` (else as serve's user: README)
+    if os.geteuid() == 0:  # nginx's workers: `nobody` (else serve's user; docs/architecture.md)
         holders += master.children()
     for process in holders:
         uid, gid = process.uids().real, process.gids().real

@@ -10,7 +10,7 @@ path whose handlers leave the conversion to the built-in formats, multi-model in
 the binary formats, the gRPC tensor path (`grpc=True`: the built-in paths send the payload as
 Predict tensors; the user-code path sends the same payload by REST). The Case type and the
 builders are format_case_builders.py's; answer_cases.py holds model server answers no model
-here gives. README's format table summarises these rules.
+here gives. The format table of docs/architecture.md summarises these rules.
 
 Models (example_models): `half_plus_three` (y = 0.5x + 3, versions 123 and 124; regress and
 classify signatures), `strings` (text -> length in bytes), `examples` (serialized tf.Example
