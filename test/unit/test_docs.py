@@ -1,9 +1,11 @@
 """README.md is a landing page: small, and every link in it leads to a page (and a heading)
-that exists. The pages under docs/ are checked by `mkdocs build --strict` (make lint)."""
+that exists. The pages under docs/ are checked by `mkdocs build --strict`, which make lint
+runs so that its warnings fail the build."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from markdown.extensions.toc import slugify
@@ -42,3 +44,13 @@ def test_the_readme_links_every_documentation_page():
     pages = {p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md")}
     linked = {t.partition("#")[0] for t in _LINK.findall(README.read_text())}
     assert pages - {"docs/index.md"} <= linked, sorted(pages - linked)
+
+
+def test_make_lint_builds_the_site_strictly_where_its_warnings_count():
+    """`mkdocs build --strict` fails on the warnings it logs; --quiet would hide them, and a
+    broken link would pass."""
+    done = subprocess.run(["make", "-n", "-o", ".venv/.installed", "lint"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    build = [line for line in done.stdout.splitlines() if "mkdocs build" in line]
+    assert build and "--strict" in build[0], done.stdout
+    assert not re.search(r"\s(--quiet|-q)(\s|$)", build[0]), build[0]
