@@ -32,14 +32,14 @@ from pathlib import Path
 
 import pytest
 import requests
+
 from conftest import REPO
 from doc_commands import DocCommand, documented_blocks, documented_commands, output_matches
-
 from process_utils import free_port_range
 
 # linked into every sandbox: what the documented commands read (run/ is the sandbox's own)
-LINKED = ("Makefile", "setup.py", "pyproject.toml", ".venv", "container", "nginx", "test", "scripts",
-          "examples", "docker", "README.md")  # fmt: skip
+LINKED = ("Makefile", "setup.py", "pyproject.toml", ".venv", "container", "nginx", "test",
+          "scripts", "examples", "docker", "README.md")  # fmt: skip
 COMMAND_TIMEOUT = 300.0
 SERVER_START_TIMEOUT = 300.0  # `make serve` builds the example model first when it has to
 SERVER_STOP_TIMEOUT = 40.0

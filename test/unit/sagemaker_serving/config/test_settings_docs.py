@@ -5,7 +5,6 @@ from __future__ import annotations
 import runpy
 
 from conftest import REPO
-
 from sagemaker_serving.config.settings import VARIABLES
 
 
