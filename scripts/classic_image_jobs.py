@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(REPO / "test" / "support"))  # example_models
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
+
 from sagemaker_serving.formats.tfrecord import frame_tfrecord  # noqa: E402
 from tfs_batch_transform import JobConfig, run_job  # noqa: E402
 from tfs_batch_transform.container import LocalContainer  # noqa: E402

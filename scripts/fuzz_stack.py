@@ -22,6 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "test" / "perf"))
 
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from loadgen import bench_arguments, write_report  # noqa: E402
+
 from conftest import serve_stack  # noqa: E402
 from hostile_cases import (  # noqa: E402
     STACKS,
@@ -34,8 +37,6 @@ from hostile_cases import (  # noqa: E402
     stack_env,
     stack_is_right,
 )
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-from loadgen import bench_arguments, write_report  # noqa: E402
 
 
 def fuzz(ports: dict[str, int], count: int, check_every: int, random_seed: int) -> Tally:

@@ -35,9 +35,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import requests
-
 import docker
+import requests
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "test" / "support"))  # example_models

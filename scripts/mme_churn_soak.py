@@ -39,8 +39,9 @@ sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test" / "perf"))
 
-from conftest import ServeProcess, serve_stack  # noqa: E402
 from loadgen import bench_arguments, write_report  # noqa: E402
+
+from conftest import ServeProcess, serve_stack  # noqa: E402
 
 GROWTH_LIMIT = 0.10
 PING_BUDGET_MS = 100.0

@@ -30,9 +30,10 @@ sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "test" / "perf"))
 
 import wrk_load  # noqa: E402
+from loadgen import bench_arguments, write_report  # noqa: E402
+
 from conftest import ServeProcess, serve_stack  # noqa: E402
 from hostile_cases import PASS_THROUGH  # noqa: E402
-from loadgen import bench_arguments, write_report  # noqa: E402
 
 BODY = b'{"instances": [1.0, 2.0, 5.0]}'
 GROWTH_LIMIT = 0.10

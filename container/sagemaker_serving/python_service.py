@@ -29,8 +29,8 @@ import orjson
 from falcon.asgi import Request, Response
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
-from process_utils import no_dump
 
+from process_utils import no_dump
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER, read_token
 from sagemaker_serving.config.service_config import ServiceConfig

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO
 
 from process_utils.arguments import ArgumentParser
-
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.code_location import misplaced_code

@@ -21,18 +21,18 @@ import uvicorn
 from tfs_model_server.api.grpc_health import health_service
 from tfs_model_server.api.grpc_server import start_grpc_server
 from tfs_model_server.api.grpc_tls import server_credentials
-from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.api.rest_api import RestApi
 from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
-from tfs_model_server.cli import flags
 from tfs_model_server.core import config_protos
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import Code, ServingError, not_found
 from tfs_model_server.core.manager import ModelConfig, ModelManager
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.core.session_options import session_config
 from tfs_model_server.core.warmup import run_warmup
+from tfs_model_server.errors import Code, ServingError, not_found
+from tfs_model_server.metrics import ServingMetrics
+from tfs_model_server.options import ServerOptions, grpc_channel_arguments
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def options_from(params: Any, fields: Sequence[str], **fixed: Any) -> BatchingOp
     return result
 
 
-def batching_options(options: flags.ServerOptions) -> BatchingOptions:
+def batching_options(options: ServerOptions) -> BatchingOptions:
     """BatchingOptions from --batching_parameters_file (TF scheduler defaults for unset fields)."""
     if not options.batching_parameters_file:
         return BatchingOptions()
@@ -82,7 +82,7 @@ def model_batching(version_path: Path, shared: BatchingOptions) -> BatchingOptio
     return options_from(params, QUEUE_FIELDS, **threads)
 
 
-def initial_configs(options: flags.ServerOptions) -> list[ModelConfig]:
+def initial_configs(options: ServerOptions) -> list[ModelConfig]:
     """The model_config_list from --model_config_file, or one model from --model_base_path."""
     if options.model_config_file:
         config = config_protos.read_model_server_config(options.model_config_file)
@@ -97,7 +97,7 @@ def initial_configs(options: flags.ServerOptions) -> list[ModelConfig]:
 class ModelServer:
     """Owns the manager, the data plane and both API servers."""
 
-    def __init__(self, options: flags.ServerOptions) -> None:
+    def __init__(self, options: ServerOptions) -> None:
         self.options = options
         # refuse bad files and flag combinations before any model loads
         self.session_config = session_config(options)
@@ -229,7 +229,7 @@ class ModelServer:
                 port=self.options.port,
                 socket_path=self.options.grpc_socket_path,
                 max_threads=self.options.grpc_max_threads,
-                channel_arguments=flags.grpc_channel_arguments(self.options.grpc_channel_arguments),
+                channel_arguments=grpc_channel_arguments(self.options.grpc_channel_arguments),
                 host=self.options.bind_address,
                 credentials=self.grpc_credentials,
                 health=self._health,
@@ -299,7 +299,7 @@ class ModelServer:
         self.manager.close()
 
 
-def run(options: flags.ServerOptions) -> None:
+def run(options: ServerOptions) -> None:
     """Run a server to completion; ServingError or OSError when it does not start."""
     server = ModelServer(options)
     try:
@@ -309,7 +309,7 @@ def run(options: flags.ServerOptions) -> None:
         server.stop()
 
 
-def check_files(options: flags.ServerOptions) -> None:
+def check_files(options: ServerOptions) -> None:
     """Fail early, with the file's name, on config files that cannot be read."""
     for name in (
         "model_config_file",

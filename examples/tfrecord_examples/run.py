@@ -41,6 +41,7 @@ HEADERS = {"Content-Type": "application/x-tfexample", "Accept": "application/jso
 def write_tfrecords(dest: Path, files: int = FILES) -> list[tuple[Path, list[int]]]:
     """The digits test set as `files` TFRecord files; (path, labels in record order) each."""
     import tensorflow as tf
+
     from example_models import digits_test_set
 
     if dest.exists():

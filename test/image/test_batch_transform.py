@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from containers import running
+
 from repo_scripts import load_script
 
 MODEL = "digits"

@@ -4,11 +4,12 @@ through the documented /models API."""
 
 from __future__ import annotations
 
-import example_models as em
 import pytest
 import requests
 import user_code
 from containers import running
+
+import example_models as em
 
 PREDICT = '{"instances": [1.0, 2.0]}'
 

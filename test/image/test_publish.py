@@ -11,12 +11,12 @@ import subprocess
 import time
 from collections.abc import Iterator
 
+import docker
 import pytest
 import requests
 import user_code
 from containers import REPO, running
 
-import docker
 from process_utils import free_port_range, terminate
 
 MANIFESTS = ", ".join(

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 import requests
+
 from answer_cases import ANSWER_CASES, AnswerCase
 from conftest import free_port_range
 from sagemaker_serving.formats.errors import PayloadError

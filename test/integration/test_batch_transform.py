@@ -17,11 +17,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import example_models as em
 import pytest
 import requests
-from conftest import REPO, serve_stack
 
+import example_models as em
+from conftest import REPO, serve_stack
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from tfs_batch_transform import JobConfig, JobSummary, run_job
 from tfs_batch_transform.job import FAILURE_REPORT

@@ -11,11 +11,11 @@ import re
 import numpy as np
 import pytest
 import requests
+
 from conftest import serve_stack
 
 tf = pytest.importorskip("tensorflow")
 import example_models as em  # noqa: E402
-
 from sagemaker_serving.formats.tfrecord import frame_tfrecord  # noqa: E402
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"

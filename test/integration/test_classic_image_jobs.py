@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from repo_scripts import load_script
 
 cij = load_script("classic_image_jobs")

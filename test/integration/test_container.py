@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
-from conftest import serve_stack
 
+from conftest import serve_stack
 from sagemaker_serving.service.metrics import FLUSH_SECONDS
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import pytest
 import requests
+
 from conftest import REPO
 from doc_commands import DocCommand, documented_blocks, documented_commands, output_matches
-
 from process_utils import free_port_range
 
 # linked into every sandbox: what the documented commands read (run/ is the sandbox's own)

@@ -18,6 +18,7 @@ from types import ModuleType
 
 import pytest
 import requests
+
 from conftest import REPO, model_server
 
 tf = pytest.importorskip("tensorflow")

@@ -20,10 +20,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from urllib3 import HTTPHeaderDict
+
 from conftest import ServeProcess, serve_stack
 from format_case_builders import PATHS, Case
 from format_cases import CASES
-from urllib3 import HTTPHeaderDict
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 MODELS = ("half_plus_three", "strings", "examples", "formats")

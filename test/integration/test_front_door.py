@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
+
 from conftest import ServeProcess, serve_stack
 from raw_http import chunked_post, padded_tfs_request, raw, split_reply
 

@@ -10,6 +10,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
 from conftest import serve_stack
 from hostile_cases import STACKS, Neighbour, build_models, prepare, stack_env
 from hostile_cases import stack_is_right as stacks_are_right

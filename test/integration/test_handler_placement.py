@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+
 from conftest import serve_stack
 
 CODE = """

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import requests
+
 from conftest import serve_stack
 
 INFERENCE = """

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import requests
 import tensorflow as tf
-from conftest import VENV_BIN, model_server
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+from conftest import VENV_BIN, model_server
 
 BATCHING = """
 max_batch_size { value: 8 }

@@ -6,7 +6,6 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import model_server
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -19,6 +18,8 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 from tensorflow_serving.config import model_server_config_pb2
+
+from conftest import model_server
 
 
 def example(x: float) -> tf.train.Example:

@@ -47,7 +47,6 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import model_server
 from tensorflow.core.example import example_pb2
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
@@ -61,6 +60,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
+
+from conftest import model_server
 from tfs_testdata_dir import TESTDATA
 
 CLASSIFY = "tensorflow/serving/classify"

@@ -7,12 +7,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import example_models as em
 import numpy as np
 import pytest
 import requests
-from conftest import VENV_BIN, model_server, start_model_server
 
+import example_models as em
+from conftest import VENV_BIN, model_server, start_model_server
 from tfs_model_server.process import ModelServerProcess
 
 SERVER = str(VENV_BIN / "tfs-model-server")

@@ -33,7 +33,6 @@ import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import OUR_SERVER, model_server
 from google.protobuf import text_format
 from tensorflow_serving.apis import (
     get_model_status_pb2,
@@ -43,6 +42,8 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 from tensorflow_serving.config import model_server_config_pb2
+
+from conftest import OUR_SERVER, model_server
 from tfs_testdata_dir import TESTDATA
 
 TWO_VERSIONS = TESTDATA / "saved_model_half_plus_two_2_versions"

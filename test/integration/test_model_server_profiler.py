@@ -10,8 +10,8 @@ from pathlib import Path
 import grpc
 import pytest
 import requests
-from conftest import model_server
 
+from conftest import model_server
 from tfs_model_server.api import grpc_profiler
 
 TIMEOUT = 10

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+
 from conftest import model_server
 
 CONFIG = """

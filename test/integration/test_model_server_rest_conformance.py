@@ -22,6 +22,7 @@ import http.client
 import json
 
 import pytest
+
 from conftest import model_server
 from tfs_testdata_dir import TESTDATA
 

@@ -50,7 +50,6 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import OUR_SERVER, model_server
 from tensorflow.core.framework import types_pb2
 from tensorflow_serving.apis import (
     classification_pb2,
@@ -62,9 +61,10 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
     regression_pb2,
 )
-from tfs_testdata_dir import TESTDATA
 
+from conftest import OUR_SERVER, model_server
 from tfs_model_server.process import ModelServerProcess
+from tfs_testdata_dir import TESTDATA
 
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"  # _GetSavedModelBundlePath
 HALF_PLUS_TWO_TF2 = TESTDATA / "saved_model_half_plus_two_tf2_cpu"

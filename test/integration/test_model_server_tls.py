@@ -9,10 +9,10 @@ import grpc
 import pytest
 import requests
 import trustme
-from conftest import VENV_BIN, model_server
 from google.protobuf import text_format
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
+from conftest import VENV_BIN, model_server
 from tfs_model_server.api.grpc_tls import ALTS_AND_SSL, NO_ALTS
 from tfs_model_server.core.config_protos import SSLConfig
 

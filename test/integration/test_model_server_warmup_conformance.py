@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import requests
 import tensorflow as tf
-from conftest import model_server, start_model_server
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import prediction_log_pb2
+
+from conftest import model_server, start_model_server
 from tfs_testdata_dir import TESTDATA
 
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"

@@ -22,6 +22,7 @@ import orjson
 import psutil
 import pytest
 import requests
+
 from conftest import serve_stack, tiny_wheel
 from raw_http import chunked_post, padded_tfs_request, split_reply
 from raw_http import raw as raw_exchange

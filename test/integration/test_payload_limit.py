@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+
 from conftest import VENV_BIN, ServeProcess, serve_stack
 from raw_http import chunked as chunked_body
 from raw_http import raw, split_reply
-
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
 
 LIMIT_MB = 1

@@ -8,6 +8,7 @@ import time
 
 import pytest
 import requests
+
 from conftest import serve_stack, tiny_wheel
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"

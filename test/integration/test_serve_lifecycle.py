@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
+
 from conftest import serve_stack
 from sagemaker_serving.serve import SHUTDOWN_BUDGET_SECONDS
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import SERVE, wait_for_ping
 
+from conftest import SERVE, wait_for_ping
 from process_utils import free_port_range, terminate
 
 REQUESTS = 5

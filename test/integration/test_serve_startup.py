@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import SERVE, free_port_range
 
+from conftest import SERVE, free_port_range
 from process_utils import terminate
 
 
@@ -85,6 +85,7 @@ def test_a_model_server_that_cannot_load_its_model_stops_serve(tmp_path):
 
 def test_batching_settings_reach_the_model_server(good_models, tmp_path):
     import requests
+
     from conftest import serve_stack
 
     env = {"SAGEMAKER_TFS_ENABLE_BATCHING": "true", "SAGEMAKER_TFS_MAX_BATCH_SIZE": "4"}

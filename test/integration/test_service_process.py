@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import psutil
 import pytest
+
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import ServiceProcess, service_process
 from sagemaker_serving.python_service import TOKEN_HEADER

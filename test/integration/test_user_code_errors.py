@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
+
 from conftest import SERVE, free_port_range, serve_stack
 
 # code/lib with a module the service itself uses (crc32c): the handlers get processes of their

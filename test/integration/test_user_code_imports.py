@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 import requests
+
 from conftest import serve_stack
 
 # The AWS container's test/resources/examples/test4 and test5: a module from code/lib, and

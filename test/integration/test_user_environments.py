@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 import requests
+
 from conftest import REPO, VENV_BIN, serve_stack
 from perf import wrk_load
 

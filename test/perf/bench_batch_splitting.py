@@ -34,8 +34,9 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # test/, for conftest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from bench_batch_images import MODEL, Interference, cij  # noqa: E402
-from conftest import model_server  # noqa: E402
 from loadgen import bench_arguments, new_report, write_report  # noqa: E402
+
+from conftest import model_server  # noqa: E402
 
 
 def configs(size: int, timeout_us: int) -> dict[str, dict[str, Any]]:

@@ -37,9 +37,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
+from loadgen import bench_arguments, new_report, run_load, write_report
+
 import example_models as em
 from conftest import serve_stack
-from loadgen import bench_arguments, new_report, run_load, write_report
 
 MODEL = "half_plus_three"
 BODY = json.dumps({"instances": [1.0, 2.0, 5.0]}).encode()

@@ -93,10 +93,10 @@ def build(root: Path, resnet: bool) -> None:
 
 def child(root: Path, seconds: float, only: list[str] | None) -> dict:
     """Measure memory and speed under this process's environment."""
-    import example_models as em
     import numpy as np
     import psutil
 
+    import example_models as em
     from tfs_model_server.core.manager import release_memory
     from tfs_model_server.core.servable import Servable
 

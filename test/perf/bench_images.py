@@ -35,8 +35,9 @@ sys.path.insert(0, str(REPO / "examples"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
 from bench_container import WARMUP_REQUESTS, Failures, rest_worker  # noqa: E402
-from conftest import serve_stack  # noqa: E402
 from loadgen import bench_arguments, new_report, run_load, write_report  # noqa: E402
+
+from conftest import serve_stack  # noqa: E402
 
 CODE_DIR = REPO / "examples" / "jpeg_images" / "code"
 CONCURRENCIES = (1, 16)

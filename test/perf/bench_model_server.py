@@ -24,8 +24,9 @@ from tfs_model_server.process import ModelServerProcess
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
-import example_models as em
 from loadgen import bench_arguments, new_report, run_load, write_report
+
+import example_models as em
 
 OUR_SERVER = str(Path(sys.executable).parent / "tfs-model-server")
 

@@ -27,8 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for co
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from bench_container import MODEL, model_dir, preflight
 from bench_python_service import measure
-from conftest import serve_stack
 from loadgen import bench_arguments, new_report, write_report
+
+from conftest import serve_stack
 
 CONCURRENCY = 16
 

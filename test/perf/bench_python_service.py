@@ -26,8 +26,9 @@ from bench_container import (
     preflight,
     rest_worker,
 )
-from conftest import serve_stack
 from loadgen import bench_arguments, new_report, run_load, write_report
+
+from conftest import serve_stack
 
 PASS_THROUGH = """
 def input_handler(data, context):

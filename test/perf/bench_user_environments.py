@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # test/, for conftest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 import wrk_load
-from conftest import serve_stack
 from loadgen import bench_arguments, new_report, write_report
+
+from conftest import serve_stack
 
 PASS_THROUGH = """
 def input_handler(data, context):

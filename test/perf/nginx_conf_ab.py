@@ -30,9 +30,10 @@ for path in (HERE, REPO / "test", REPO / "test" / "support", REPO / "examples"):
     sys.path.insert(0, str(path))
 
 import wrk_load  # noqa: E402
-from conftest import serve_stack  # noqa: E402
 from loadgen import bench_arguments, new_report, write_report  # noqa: E402
 from perf_report import JSON_BODY, MODEL, fresh, half_plus_three, predict_path  # noqa: E402
+
+from conftest import serve_stack  # noqa: E402
 from process_utils.ports import free_port  # noqa: E402
 from sagemaker_serving.launcher.front_log_relay import FRONT_LOG  # noqa: E402
 from sagemaker_serving.launcher.nginx_config import find_nginx  # noqa: E402

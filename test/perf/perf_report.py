@@ -39,10 +39,10 @@ for path in (HERE, REPO / "test", REPO / "test" / "support", REPO / "examples"):
 
 import wrk_load  # noqa: E402
 from _local_endpoint import assemble_model_dir, cached_model  # noqa: E402
-from conftest import ServeProcess, serve_stack  # noqa: E402
 from reference_frontends import minimal_service, plain_proxy  # noqa: E402
 from stack_cpu import PARTS, cpu_by_part  # noqa: E402
 
+from conftest import ServeProcess, serve_stack  # noqa: E402
 from process_utils.ports import free_port_range  # noqa: E402
 
 RESULTS = REPO / "perf-results"

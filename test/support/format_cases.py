@@ -21,6 +21,7 @@ signatures `text`, `bytes`, `grid`; see example_models/formats.py).
 from __future__ import annotations
 
 import numpy as np
+
 from format_case_builders import (
     CSV,
     FORMATS_BODY,
@@ -41,7 +42,6 @@ from format_case_builders import (
     npy,
     ok,
 )
-
 from sagemaker_serving.formats.media import JSON_LINES_NAMES  # each name on every path
 
 # ----- the table -------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def tf_serving_inputs(request: ModelRequest, inputs: dict[str, InputSpec]) -> tu
 
     from tfs_model_server.codec.json_reader import loads
     from tfs_model_server.codec.predict_request import predict_inputs
-    from tfs_model_server.core.tensor_spec import TensorSpec
+    from tfs_model_server.tensor_spec import TensorSpec
 
     tensor_specs = {
         name: TensorSpec(name, f"{name}:0", types_pb2.DataType.Value(s.dtype), None)

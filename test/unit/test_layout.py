@@ -74,20 +74,16 @@ def test_no_folder_holds_too_many_modules():
     assert not crowded, crowded
 
 
-def test_no_import_cycles():
-    found = modules()
-    graph = {name: imports(name, path, set(found)) for name, path in found.items()}
-    # a package's __init__ importing its own submodules is how packages export: not a cycle
-    for name in graph:
-        graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
-    cycles = []
+def cycles_in(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of `graph` closes (each as the path back to its start)."""
+    cycles: list[list[str]] = []
     state: dict[str, int] = {}
     stack: list[str] = []
 
     def visit(node: str) -> None:
         state[node] = 1
         stack.append(node)
-        for target in sorted(graph[node]):
+        for target in sorted(graph.get(node, set())):
             if state.get(target) == 1:
                 cycles.append([*stack[stack.index(target) :], target])
             elif target not in state:
@@ -98,6 +94,16 @@ def test_no_import_cycles():
     for node in sorted(graph):
         if node not in state:
             visit(node)
+    return cycles
+
+
+def test_no_import_cycles():
+    found = modules()
+    graph = {name: imports(name, path, set(found)) for name, path in found.items()}
+    # a package's __init__ importing its own submodules is how packages export: not a cycle
+    for name in graph:
+        graph[name] = {t for t in graph[name] if not t.startswith(name + ".")}
+    cycles = cycles_in(graph)
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
 
 
@@ -109,8 +115,8 @@ def unit(name: str) -> str | None:
 
 
 def test_no_import_cycles_between_subpackages():
-    """Sub-packages (and top-level modules) form layers: if anything of one imports anything
-    of another, nothing of the other imports back into the first."""
+    """Sub-packages (and top-level modules) form layers: no chain of imports leads from one
+    back to itself through others."""
     found = modules()
     edges: dict[str, set[str]] = {}
     for name, path in found.items():
@@ -119,10 +125,34 @@ def test_no_import_cycles_between_subpackages():
             goal = unit(target)
             if source is not None and goal is not None and goal != source:
                 edges.setdefault(source, set()).add(goal)
-    cycles = [
-        f"{source} <-> {target}"
-        for source, targets in sorted(edges.items())
-        for target in sorted(targets)
-        if source < target and source in edges.get(target, set())
-    ]
-    assert not cycles, cycles
+    cycles = cycles_in(edges)
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_a_cycle_of_three_is_found():
+    assert cycles_in({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles_in({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+# The design's top level (the AWS container's), with our one difference: the hosting package
+# is container/sagemaker_serving/, as container/sagemaker/ would be imported as `sagemaker`,
+# the SageMaker Python SDK's name.
+TOP_LEVEL = (
+    "docker/Dockerfile",
+    "container/sagemaker_serving/serve.py",
+    "container/sagemaker_serving/python_service.py",
+    "nginx/nginx.conf.template",
+    "nginx/tfs.js",
+    "test",
+    "scripts",
+    "buildspec.yml",
+    "setup.py",
+    "README.md",
+)
+
+
+def test_the_design_names_the_top_level_entries():
+    top = SRC.parent
+    missing = [entry for entry in TOP_LEVEL if not (top / entry).exists()]
+    assert not missing, missing
+    assert not (SRC / "sagemaker").exists(), "a `sagemaker` package would shadow the SDK"

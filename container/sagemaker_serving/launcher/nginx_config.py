@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Protocol
 
 from process_utils import no_dump
-
 from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings

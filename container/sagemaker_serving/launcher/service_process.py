@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from process_utils import no_dump
-
 from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.access import Access, new_access, token_fd
 from sagemaker_serving.config.ports import front_metrics_port

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import IO
 
 import process_utils
-
 from sagemaker_serving.launcher.exit_reason import MemoryCgroup, exit_reason
 from sagemaker_serving.launcher.watchdog import Watchdog
 

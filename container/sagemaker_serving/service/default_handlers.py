@@ -16,7 +16,6 @@ from contextvars import ContextVar
 from typing import Any
 
 import tfs_rest_json
-
 from sagemaker_serving.formats import tensors as tensor_payloads
 from sagemaker_serving.formats.answers import encode_response
 from sagemaker_serving.formats.media import BINARY_TYPES, media_type

@@ -12,8 +12,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tfs_rest_json.status_codes import http_status
-
 from sagemaker_serving.tfs_client.errors import (
     UNAVAILABLE,
     ModelServerError,
@@ -26,6 +24,7 @@ from sagemaker_serving.tfs_client.wire import (
     ReloadConfigRequest,
     ReloadConfigResponse,
 )
+from tfs_rest_json.status_codes import http_status
 
 log = logging.getLogger(__name__)
 

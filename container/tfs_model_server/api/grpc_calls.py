@@ -11,7 +11,7 @@ import grpc
 from tensorflow_serving.apis import model_pb2
 
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
-from tfs_model_server.core.errors import ServingError, invalid_argument
+from tfs_model_server.errors import ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

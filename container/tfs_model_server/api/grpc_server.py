@@ -13,7 +13,7 @@ from tfs_model_server.api import grpc_health, grpc_profiler
 from tfs_model_server.api.model_service import ModelService, ReloadFn
 from tfs_model_server.api.prediction_service import PredictionService
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
 
 
 def start_grpc_server(

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import grpc
 
-from tfs_model_server.cli.flags import ServerOptions
 from tfs_model_server.core.config_protos import read_ssl_config
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
+from tfs_model_server.options import ServerOptions
 
 ALTS_AND_SSL = "Either use_alts_credentials must be false or ssl_config_file must be empty."
 NO_ALTS = (

@@ -15,7 +15,7 @@ from tensorflow_serving.apis import (
 
 from tfs_model_server.api.grpc_calls import Calls
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import ServingError, invalid_argument
+from tfs_model_server.errors import ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

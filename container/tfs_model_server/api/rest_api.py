@@ -29,8 +29,8 @@ from tfs_model_server.codec.responses import (
     regress_response,
 )
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
-from tfs_model_server.core.errors import Code, ServingError, invalid_argument
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
+from tfs_model_server.errors import Code, ServingError, invalid_argument
 
 log = logging.getLogger(__name__)
 

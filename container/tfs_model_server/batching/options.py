@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
 
 
 def _default_threads() -> int:

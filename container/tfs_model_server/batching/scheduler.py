@@ -30,7 +30,7 @@ import numpy as np
 
 from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.batching.tensors import merge_inputs, split_outputs, task_size
-from tfs_model_server.core.errors import (
+from tfs_model_server.errors import (
     ServingError,
     deadline_exceeded,
     internal,

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tfs_model_server.batching.options import BatchingOptions
-from tfs_model_server.core.errors import failed_precondition, internal, invalid_argument
+from tfs_model_server.errors import failed_precondition, internal, invalid_argument
 
 _NO_INPUTS = "Batching Run() must have at least one input tensor"
 _SCALAR_INPUT = "Batching Run() input tensors must have at least one dimension"

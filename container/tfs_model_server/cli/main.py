@@ -11,7 +11,7 @@ from tfs_model_server import __version__
 from tfs_model_server.cli import flags
 from tfs_model_server.cli.tf_import import load_runtime
 from tfs_model_server.cli.tf_noise import quiet_cpu_start
-from tfs_model_server.core.errors import ServingError
+from tfs_model_server.errors import ServingError
 
 
 def _configure_logging() -> None:

@@ -4,7 +4,7 @@
 (tf.data, tf.distribute, autograph, feature columns, the v1 compat tree ...) and then Keras:
 1.8 s on a 2-core machine, over half of it modules the model server never uses. Like TF
 Serving, the model server needs the C++ runtime with its kernels, Graph, Session, the
-SavedModel loader and a few tensor helpers (`tfs_model_server.core.tf_runtime`).
+SavedModel loader and a few tensor helpers (`tfs_model_server.tf_runtime`).
 
 `load_runtime()` puts a lazy `tensorflow` package in `sys.modules`, imports those modules
 (the C++ runtime loads with every kernel, as with the full import) and switches TF2
@@ -61,4 +61,4 @@ def load_runtime() -> ModuleType:
     from tensorflow.python.compat import v2_compat
 
     v2_compat.enable_v2_behavior()  # tf2.enable() and the rest, as the package's __init__
-    return importlib.import_module("tfs_model_server.core.tf_runtime")
+    return importlib.import_module("tfs_model_server.tf_runtime")

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from tfs_model_server.codec.value_text import value_to_string
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
 
 
 def is_b64_object(value: Any) -> bool:

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from tensorflow.core.example import example_pb2, feature_pb2
-from tfs_rest_json import utf8 as _utf8
 
 from tfs_model_server.codec.base64_objects import decode_b64_object, is_b64_object
 from tfs_model_server.codec.request_object import format_error, predict_signature_name
 from tfs_model_server.codec.tensors import INT64_MAX
 from tfs_model_server.codec.value_text import json_type
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
+from tfs_rest_json import utf8 as _utf8
 
 
 def _feature_value(value: Any, name: str) -> tuple[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import orjson
 
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
 
 _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1

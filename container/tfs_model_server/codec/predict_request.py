@@ -16,8 +16,8 @@ from tfs_model_server.codec.base64_objects import is_b64_object
 from tfs_model_server.codec.request_object import format_error, request_object
 from tfs_model_server.codec.tensors import as_tensor, exact_tensor, fast_tensor, make_array
 from tfs_model_server.codec.value_text import value_to_string
-from tfs_model_server.core.errors import ServingError, invalid_argument
-from tfs_model_server.core.tensor_spec import TensorSpec
+from tfs_model_server.errors import ServingError, invalid_argument
+from tfs_model_server.tensor_spec import TensorSpec
 
 
 def _is_element_object(value: Any) -> bool:

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 from google.protobuf import descriptor
 from tensorflow_serving.apis import get_model_metadata_pb2
+
+from tfs_model_server.errors import internal
 from tfs_rest_json import decimal as _decimal
 from tfs_rest_json import utf8 as _utf8
-
-from tfs_model_server.core.errors import internal
 
 _FD = descriptor.FieldDescriptor
 _WRAPPERS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfs_model_server.codec.value_text import value_to_string
-from tfs_model_server.core.errors import ServingError, invalid_argument
+from tfs_model_server.errors import ServingError, invalid_argument
 
 DEFAULT_SIGNATURE = "serving_default"
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+
+from tfs_model_server.errors import invalid_argument
 from tfs_rest_json import TensorJsonError
 from tfs_rest_json import decimal as _decimal
 from tfs_rest_json import float32_joined as _float32_joined
 from tfs_rest_json import json_string as _json_string
 from tfs_rest_json import predict_response as _predict_response
 from tfs_rest_json import utf8 as _utf8
-
-from tfs_model_server.core.errors import invalid_argument
 
 
 def predict_response(outputs: Mapping[str, np.ndarray], row_format: bool) -> bytes:

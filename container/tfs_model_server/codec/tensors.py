@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 from tensorflow.core.framework import types_pb2
-from tfs_rest_json import utf8 as _utf8
 
 from tfs_model_server.codec.base64_objects import decode_b64_object
 from tfs_model_server.codec.value_text import json_type, value_to_string
-from tfs_model_server.core.errors import ServingError, invalid_argument, unimplemented
-from tfs_model_server.core.tensor_spec import DTYPE_NAMES
+from tfs_model_server.errors import ServingError, invalid_argument, unimplemented
+from tfs_model_server.tensor_spec import DTYPE_NAMES
+from tfs_rest_json import utf8 as _utf8
 
 _INT32 = (-(2**31), 2**31 - 1)
 INT64_MAX = 2**63 - 1
@@ -151,7 +151,7 @@ def _np_dtype(dtype: int) -> Any:
     if dtype in _NP_DTYPES:
         return _NP_DTYPES[dtype]
     try:
-        from tfs_model_server.core import tf_runtime
+        from tfs_model_server import tf_runtime
 
         return tf_runtime.as_dtype(dtype).as_numpy_dtype
     except (TypeError, ValueError):

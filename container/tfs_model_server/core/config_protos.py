@@ -20,7 +20,7 @@ from google.protobuf import (
 from google.protobuf.message import Message
 from tensorflow_serving.config import model_server_config_pb2
 
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
 
 _F = descriptor_pb2.FieldDescriptorProto
 _FILE = "tfs_model_server/serving_configs.proto"

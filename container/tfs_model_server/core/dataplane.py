@@ -15,16 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
-from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.core import servable as sv
-from tfs_model_server.core.errors import (
-    Code,
-    ServingError,
-    deadline_exceeded,
-    invalid_argument,
-    unimplemented,
-)
 from tfs_model_server.core.inference import (
     Classes,
     classifications,
@@ -34,6 +26,14 @@ from tfs_model_server.core.inference import (
 )
 from tfs_model_server.core.manager import ModelManager, State
 from tfs_model_server.core.servable import Servable, Signature
+from tfs_model_server.errors import (
+    Code,
+    ServingError,
+    deadline_exceeded,
+    invalid_argument,
+    unimplemented,
+)
+from tfs_model_server.metrics import ServingMetrics
 
 InputsFn = Callable[[Signature], Mapping[str, np.ndarray]]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tensorflow_serving.apis import input_pb2
 
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
 
 
 def serialized_examples(request_input: input_pb2.Input) -> tuple[list[bytes], bytes | None]:

@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from tensorflow.core.framework import types_pb2
 
+from tfs_model_server import tf_runtime
 from tfs_model_server.core import servable as sv
-from tfs_model_server.core import tf_runtime
-from tfs_model_server.core.errors import invalid_argument
 from tfs_model_server.core.servable import Servable, Signature
+from tfs_model_server.errors import invalid_argument
 
 Classes = list[list[tuple[bytes, float]]]
 

@@ -26,14 +26,14 @@ from pathlib import Path
 
 from tensorflow_serving.config.model_server_config_pb2 import ModelConfig, ModelType
 
-from tfs_model_server.core.errors import (
+from tfs_model_server.core.servable import Servable
+from tfs_model_server.errors import (
     Code,
     ServingError,
     failed_precondition,
     invalid_argument,
     not_found,
 )
-from tfs_model_server.core.servable import Servable
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,16 @@ import numpy as np
 from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import config_pb2, meta_graph_pb2
 
+from tfs_model_server import tf_runtime
 from tfs_model_server.batching.options import BatchingOptions
-from tfs_model_server.core import tf_runtime
-from tfs_model_server.core.errors import (
+from tfs_model_server.errors import (
     Code,
     ServingError,
     failed_precondition,
     internal,
     invalid_argument,
 )
-from tfs_model_server.core.tensor_spec import TensorSpec
+from tfs_model_server.tensor_spec import TensorSpec
 
 log = logging.getLogger(__name__)
 

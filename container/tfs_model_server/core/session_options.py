@@ -22,9 +22,9 @@ import logging
 
 from tensorflow.core.protobuf import config_pb2, rewriter_config_pb2
 
-from tfs_model_server.cli.flags import ServerOptions
 from tfs_model_server.core.config_protos import parse_text
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server.errors import invalid_argument
+from tfs_model_server.options import ServerOptions
 
 log = logging.getLogger(__name__)
 

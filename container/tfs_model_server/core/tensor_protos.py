@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 
-from tfs_model_server.core import tf_runtime
-from tfs_model_server.core.errors import invalid_argument
+from tfs_model_server import tf_runtime
+from tfs_model_server.errors import invalid_argument
 
 _FIELD_BY_DTYPE = {
     types_pb2.DT_FLOAT: "float_val",

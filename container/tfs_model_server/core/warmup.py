@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 from google.protobuf.message import DecodeError
 from tensorflow_serving.apis import prediction_log_pb2
 
-from tfs_model_server.core import tf_runtime
+from tfs_model_server import tf_runtime
 from tfs_model_server.core.dataplane import ModelRef
-from tfs_model_server.core.errors import Code, ServingError, invalid_argument, unimplemented
 from tfs_model_server.core.example_inputs import serialized_examples
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
+from tfs_model_server.errors import Code, ServingError, invalid_argument, unimplemented
 
 if TYPE_CHECKING:
     from tfs_model_server.core.dataplane import DataPlane

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import falcon.testing
 import pytest
+
 from conftest import model_server
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import hidden as user_imports

@@ -7,6 +7,7 @@ from __future__ import annotations
 import falcon
 import falcon.testing
 import pytest
+
 from sagemaker_serving.python_service import TOKEN_HEADER, guarded
 
 TOKEN = "s3cret-token"

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from sagemaker_serving import serve
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.settings import Settings
-from sagemaker_serving import serve
 
 
 class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):

@@ -8,9 +8,9 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from tfrecord_cases import CORRUPTIONS, Corruption
 
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
+from tfrecord_cases import CORRUPTIONS, Corruption
 from tfs_batch_transform.framing import (
     RECORDIO_MAGIC,
     FramingError,

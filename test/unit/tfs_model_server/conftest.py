@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.core.dataplane import DataPlane
 from tfs_model_server.core.manager import ModelConfig, ModelManager
 from tfs_model_server.core.servable import Servable
+from tfs_model_server.metrics import ServingMetrics
 
 
 def _load(name: str, version: int, path: Path) -> Servable:

@@ -1,4 +1,4 @@
-"""core.server: options into batching and model configs, and a whole ModelServer in this
+"""tfs_model_server.server: options into batching and model configs, and a whole ModelServer in this
 process (half_plus_two on free loopback ports, REST and gRPC), started and stopped."""
 
 from __future__ import annotations
@@ -10,12 +10,14 @@ from pathlib import Path
 import grpc
 import pytest
 import requests
-from process_utils import free_port
 from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
+
+from process_utils import free_port
 from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.cli import flags
 from tfs_model_server.cli.main import START_FAILED, main
-from tfs_model_server.core.errors import ServingError
+from tfs_model_server.errors import ServingError
+from tfs_model_server.options import ServerOptions
 from tfs_model_server.server import (
     ModelServer,
     batching_options,
@@ -25,7 +27,7 @@ from tfs_model_server.server import (
 )
 
 
-def _options(*args: str) -> flags.ServerOptions:
+def _options(*args: str) -> ServerOptions:
     return flags.parse(list(args))
 
 
@@ -176,7 +178,8 @@ def test_num_load_threads_loads_new_models_side_by_side(
     """After the first load, two new models load at once with --num_load_threads=2: each
     load waits (10 s at most) until the other has begun."""
     from tensorflow_serving.config import model_server_config_pb2
-    from tfs_model_server.core import server as server_module
+
+    from tfs_model_server import server as server_module
 
     meeting = threading.Barrier(2, timeout=10)
 
@@ -223,6 +226,7 @@ def test_an_unloaded_model_leaves_the_metrics_page(model_root: Path, tmp_path: P
     requests for names not in the config are not counted: a stream of distinct models
     leaves the page as it was."""
     from tensorflow_serving.config import model_server_config_pb2
+
     from tfs_model_server.core.dataplane import ModelRef
 
     monitoring = tmp_path / "monitoring.config"

@@ -36,20 +36,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import example_models as em
 import numpy as np
 import pytest
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import inference_pb2, input_pb2, prediction_log_pb2
-from tfs_model_server.api.metrics import Counter, Histogram, ServingMetrics
+
+import example_models as em
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.core import config_protos
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD, Servable
 from tfs_model_server.core.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE, run_warmup
+from tfs_model_server.errors import Code, ServingError
+from tfs_model_server.metrics import Counter, Histogram, ServingMetrics
 from tfs_model_server.server import model_batching, options_from
 from tfs_testdata_dir import TESTDATA
 

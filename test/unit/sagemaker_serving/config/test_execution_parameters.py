@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 from conftest import REPO
-
 from sagemaker_serving.config.settings import VARIABLES
 
 PAGE = REPO / "docs" / "settings.md"

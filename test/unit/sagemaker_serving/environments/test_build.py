@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from conftest import make_wheel, tiny_wheel
 from sagemaker_serving.environments import build
 from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout

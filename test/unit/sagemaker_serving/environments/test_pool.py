@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.remote import HandlerPool, HandlerProcessError
 from sagemaker_serving.errors import StatusError

@@ -8,10 +8,10 @@ import json
 import math
 
 import pytest
-from format_helpers import assert_400_naming, decode_error, doc, spec, specs, tf_serving_inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from format_helpers import assert_400_naming, decode_error, doc, spec, specs, tf_serving_inputs
 from sagemaker_serving.formats.request import decode_request
 
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+
 from format_helpers import (
     assert_400_naming,
     decode_error,
@@ -17,7 +18,6 @@ from format_helpers import (
     tf_serving_examples,
     tf_serving_inputs,
 )
-
 from sagemaker_serving.formats.media import JSON_LINES_NAMES
 from sagemaker_serving.formats.request import decode_request
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import (
     ACCEPT_TYPES,

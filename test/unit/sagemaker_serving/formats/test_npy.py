@@ -6,8 +6,8 @@ import io
 
 import numpy as np
 import pytest
-from format_helpers import decode_error, doc, npy, spec, specs, tf_serving_inputs
 
+from format_helpers import decode_error, doc, npy, spec, specs, tf_serving_inputs
 from sagemaker_serving.formats.request import decode_request
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from format_helpers import decode_error, doc, spec, specs, tf_serving_inputs
 
+from format_helpers import decode_error, doc, spec, specs, tf_serving_inputs
 from sagemaker_serving.formats.request import decode_request
 
 IMAGE = bytes(range(256)) * 3

@@ -7,8 +7,8 @@ import io
 
 import numpy as np
 import pytest
-from format_helpers import decode_error, npy, spec, specs
 
+from format_helpers import decode_error, npy, spec, specs
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request import client_bytes
 

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+
 from format_helpers import npy
 from sagemaker_serving.formats.answers import encode_response
 from sagemaker_serving.formats.errors import PayloadError

@@ -8,6 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from format_helpers import (
     decode_error,
     doc,
@@ -17,15 +20,12 @@ from format_helpers import (
     tf_serving_examples,
     tf_serving_inputs,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from tfrecord_cases import CORRUPTIONS, Corruption
-
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request import decode_request
 from sagemaker_serving.formats.tfexample import parse_examples, split_tfrecords
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
 from sagemaker_serving.tfs_client.wire import Example
+from tfrecord_cases import CORRUPTIONS, Corruption
 
 
 def framed(*records: bytes) -> bytes:

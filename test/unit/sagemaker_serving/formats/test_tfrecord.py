@@ -8,7 +8,6 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tfrecord_cases import CORRUPTIONS, GOOD, Corruption
 
 from sagemaker_serving.formats.tfrecord import (
     TFRecordError,
@@ -17,6 +16,7 @@ from sagemaker_serving.formats.tfrecord import (
     read_tfrecords,
     walk_frames,
 )
+from tfrecord_cases import CORRUPTIONS, GOOD, Corruption
 
 
 def test_frame_matches_tensorflow():

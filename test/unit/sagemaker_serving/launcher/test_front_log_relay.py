@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from sagemaker_serving.launcher import front_log_relay
 from sagemaker_serving.launcher.front_log_relay import FrontLogRelay, new_log, nginx_access_log
 from sagemaker_serving.service.front_metrics import REPORT_BYTES, split_report

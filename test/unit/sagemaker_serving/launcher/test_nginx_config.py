@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from sagemaker_serving.config.access import Access, new_access
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import (

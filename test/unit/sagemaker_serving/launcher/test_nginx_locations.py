@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
 from process_utils import free_port, terminate
 from sagemaker_serving.config.access import Access, new_access, restrict_socket, socket_dir
 from sagemaker_serving.config.settings import Settings

@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sagemaker_serving import serve
 from sagemaker_serving.config.access import new_access
 from sagemaker_serving.config.settings import Settings
-from sagemaker_serving import serve
 from sagemaker_serving.launcher.service_process import ServiceProcess
 from sagemaker_serving.launcher.supervisor import Child
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import tiny_wheel
 from sagemaker_serving.environments import hidden as user_imports
 from sagemaker_serving.environments import pool as handler_pool

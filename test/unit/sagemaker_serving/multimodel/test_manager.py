@@ -9,6 +9,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.multimodel.manager import MultiModelManager, check_name
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry, internal_name

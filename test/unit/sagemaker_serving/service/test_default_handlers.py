@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import requests
+
 from sagemaker_serving import default_input_handler, default_output_handler
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest

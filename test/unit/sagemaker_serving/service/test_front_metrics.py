@@ -10,6 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
+
 from sagemaker_serving.service import front_metrics
 from sagemaker_serving.service import metrics as service_metrics
 from sagemaker_serving.service.front_metrics import (

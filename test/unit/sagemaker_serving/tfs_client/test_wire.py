@@ -118,7 +118,7 @@ import numpy as np
 from sagemaker_serving.formats.request import decode_request
 from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
-from sagemaker_serving.service import app as python_service
+from sagemaker_serving import python_service
 from sagemaker_serving.formats import tensors as tensor_payloads
 from sagemaker_serving.tfs_client import wire as tfs_wire
 example = tfs_wire.Example()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sagemaker_serving.user_code import contract as handler_contract
 from sagemaker_serving.user_code.contract import HandlerResultError
 
@@ -23,7 +24,8 @@ def test_any_other_request_body_names_the_handler_its_place_and_what_was_expecte
     with pytest.raises(HandlerResultError) as info:
         handler_contract.request_body({"instances": [1]}, input_handler)
     message = info.value.message
-    assert message.startswith("input_handler (test_handler_contract.py, line 11) returned dict")
+    where = f"test_contract.py, line {input_handler.__code__.co_firstlineno}"
+    assert message.startswith(f"input_handler ({where}) returned dict")
     assert "{'instances': [1]}" in message and "expected a str (JSON) or bytes-like" in message
     assert "/" not in message.split(" returned ")[0]  # no folders
     assert info.value.status == 500

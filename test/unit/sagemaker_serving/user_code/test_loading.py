@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+
 from sagemaker_serving.environments import hidden as user_imports
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import HiddenPackages

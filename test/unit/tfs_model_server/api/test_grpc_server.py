@@ -10,7 +10,7 @@ from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
 
 from tfs_model_server.api.grpc_server import start_grpc_server
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import ServingError
+from tfs_model_server.errors import ServingError
 
 
 def test_the_unix_socket_serves_too(grpc_server) -> None:

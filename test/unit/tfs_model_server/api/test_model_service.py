@@ -11,8 +11,8 @@ from tensorflow_serving.apis import (
 
 from process_utils import free_port
 from tfs_model_server.api.grpc_server import start_grpc_server
-from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.core.dataplane import DataPlane
+from tfs_model_server.metrics import ServingMetrics
 
 
 def test_get_model_status(model_stub, rpc_error) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfs_model_server.batching.options import BatchingOptions
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 def test_default_options_are_tfs_defaults() -> None:

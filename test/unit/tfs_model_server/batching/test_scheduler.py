@@ -19,7 +19,7 @@ from tfs_model_server.batching.scheduler import (
     BatchQueue,
     SharedBatchScheduler,
 )
-from tfs_model_server.core.errors import Code, ServingError, invalid_argument
+from tfs_model_server.errors import Code, ServingError, invalid_argument
 
 Arrays = Mapping[str, np.ndarray]
 

@@ -12,7 +12,7 @@ from tfs_model_server.batching.tensors import (
     split_outputs,
     task_size,
 )
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 def _merge(inputs: list[dict[str, np.ndarray]], **options: object) -> tuple[dict, int]:

@@ -7,7 +7,8 @@ from dataclasses import fields
 import pytest
 
 from tfs_model_server.cli import flags
-from tfs_model_server.core.errors import ServingError
+from tfs_model_server.errors import ServingError
+from tfs_model_server.options import ServerOptions
 
 
 def test_values_in_both_forms_and_booleans() -> None:
@@ -95,12 +96,6 @@ def test_validate_refuses_what_build_and_start_refuses(argv: list[str], message:
     assert info.value.status_text() == f"INVALID_ARGUMENT: {message}"
 
 
-def test_grpc_channel_arguments() -> None:
-    assert flags.grpc_channel_arguments("a=1, b=x,") == [("a", 1), ("b", "x")]
-    with pytest.raises(flags.FlagError, match="'novalue'"):
-        flags.grpc_channel_arguments("novalue")
-
-
 def test_usage_describes_every_flag_in_a_line_and_marks_the_ignored_ones() -> None:
     """As tensorflow_model_server --help: `--name=default`, its type and what it does."""
     lines = flags.usage().splitlines()
@@ -111,7 +106,7 @@ def test_usage_describes_every_flag_in_a_line_and_marks_the_ignored_ones() -> No
         name, _, default = flag.strip().removeprefix("--").partition("=")
         assert kind in ("bool", "int32", "int64", "float", "string") and text.strip(), line
         described[name] = (default, kind, text)
-    names = [f.name for f in fields(flags.ServerOptions) if f.name not in ("ignored", "unknown")]
+    names = [f.name for f in fields(ServerOptions) if f.name not in ("ignored", "unknown")]
     assert sorted(described) == sorted([*names, *flags.IGNORED_FLAGS])  # each once
     assert described["port"][:2] == ("8500", "int32")
     assert described["model_name"][:2] == ('"default"', "string")

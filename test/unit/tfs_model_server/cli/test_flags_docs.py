@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 from conftest import REPO
-
 from tfs_model_server.cli import flags
 
 PAGE = REPO / "docs" / "model-server.md"

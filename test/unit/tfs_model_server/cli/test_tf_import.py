@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import example_models as em
 import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
-from tfs_model_server.core import tf_runtime
+import example_models as em
+from tfs_model_server import tf_runtime
 
 PROBE = """
 import json, sys

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tfs_model_server.codec.base64_objects import decode_b64_object, is_b64_object
-from tfs_model_server.core.errors import ServingError
+from tfs_model_server.errors import ServingError
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from tensorflow.core.example import example_pb2
 
 from tfs_model_server.codec.example_request import classify_regress_request
 from tfs_model_server.codec.json_reader import loads
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 def _error(call, *args) -> ServingError:

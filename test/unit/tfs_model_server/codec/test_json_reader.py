@@ -7,7 +7,7 @@ import math
 import pytest
 
 from tfs_model_server.codec.json_reader import loads
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from tensorflow.core.framework import types_pb2
 from tfs_model_server.codec.json_reader import loads
 from tfs_model_server.codec.predict_request import predict_inputs
 from tfs_model_server.codec.value_text import value_to_string
-from tfs_model_server.core.errors import Code, ServingError
-from tfs_model_server.core.tensor_spec import TensorSpec
+from tfs_model_server.errors import Code, ServingError
+from tfs_model_server.tensor_spec import TensorSpec
 
 _DEEP = 500000
 

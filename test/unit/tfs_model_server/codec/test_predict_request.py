@@ -14,8 +14,8 @@ from tensorflow.core.framework import types_pb2
 from tfs_model_server.codec.json_reader import loads
 from tfs_model_server.codec.predict_request import predict_inputs
 from tfs_model_server.codec.request_object import predict_signature_name
-from tfs_model_server.core.errors import Code, ServingError
-from tfs_model_server.core.tensor_spec import TensorSpec
+from tfs_model_server.errors import Code, ServingError
+from tfs_model_server.tensor_spec import TensorSpec
 
 F32 = np.float32
 

@@ -10,7 +10,7 @@ from tensorflow.core.protobuf import meta_graph_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
 from tfs_model_server.codec.proto_json import metadata_json, status_json
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 def _error(call, *args) -> ServingError:

@@ -23,7 +23,7 @@ from tfs_model_server.codec.responses import (
     predict_response,
     regress_response,
 )
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 F32 = np.float32
 

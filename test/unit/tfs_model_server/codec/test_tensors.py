@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tensorflow.core.framework import types_pb2
 
 from tfs_model_server.codec.tensors import as_tensor, exact_tensor, fast_tensor, make_array
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from tfs_model_server.core.config_protos import (
     read_model_server_config,
     read_monitoring_config,
 )
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server.errors import Code, ServingError
 
 
 def _write(tmp_path: Path, text: str) -> Path:

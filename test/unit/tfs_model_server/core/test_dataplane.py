@@ -10,13 +10,13 @@ import pytest
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
 
-from tfs_model_server.api.metrics import ServingMetrics
 from tfs_model_server.batching.options import BatchingOptions
 from tfs_model_server.batching.scheduler import SharedBatchScheduler
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.manager import State
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
+from tfs_model_server.errors import Code, ServingError
+from tfs_model_server.metrics import ServingMetrics
 
 HP2 = ModelRef("half_plus_two")
 CLASSIFY = ModelRef("half_plus_two", signature_name="classify_x_to_y")

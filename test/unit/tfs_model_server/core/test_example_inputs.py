@@ -6,8 +6,8 @@ import pytest
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import input_pb2
 
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.example_inputs import serialized_examples
+from tfs_model_server.errors import Code, ServingError
 
 
 def _example(name: str) -> example_pb2.Example:

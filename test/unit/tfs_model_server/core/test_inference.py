@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.inference import (
     classifications,
     examples_tensor,
@@ -14,6 +13,7 @@ from tfs_model_server.core.inference import (
     regressions,
 )
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
+from tfs_model_server.errors import Code, ServingError
 
 
 def _message(call, *args) -> str:

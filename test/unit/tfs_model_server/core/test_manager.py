@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.manager import (
     ModelConfig,
     ModelManager,
@@ -21,6 +20,7 @@ from tfs_model_server.core.manager import (
     validate_config,
 )
 from tfs_model_server.core.servable import Servable
+from tfs_model_server.errors import Code, ServingError
 
 
 def _error(call, *args, **kwargs) -> ServingError:

@@ -49,7 +49,6 @@ from typing import Any
 import pytest
 from google.protobuf import text_format
 
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.manager import (
     ModelConfig,
     ModelManager,
@@ -58,6 +57,7 @@ from tfs_model_server.core.manager import (
     scan_versions,
     validate_config,
 )
+from tfs_model_server.errors import Code, ServingError
 
 
 @dataclass

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.servable import (
     CLASSIFY_METHOD,
     PREDICT_METHOD,
@@ -18,6 +17,7 @@ from tfs_model_server.core.servable import (
     default_inputs,
     predict_plan,
 )
+from tfs_model_server.errors import Code, ServingError
 
 
 @pytest.fixture(scope="module")

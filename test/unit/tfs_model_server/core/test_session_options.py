@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from tfs_model_server.cli import flags
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.session_options import ALL_THREAD_FLAGS, session_config, thread_counts
+from tfs_model_server.errors import Code, ServingError
+from tfs_model_server.options import ServerOptions
 
 
-def _options(*args: str) -> flags.ServerOptions:
+def _options(*args: str) -> ServerOptions:
     options = flags.parse(["--model_base_path=/m", *args])
     flags.validate(options)
     return options

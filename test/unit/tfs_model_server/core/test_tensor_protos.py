@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from tensorflow.core.framework import tensor_pb2, types_pb2
 
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.tensor_protos import to_ndarray, to_proto
+from tfs_model_server.errors import Code, ServingError
 
 
 @pytest.mark.parametrize(

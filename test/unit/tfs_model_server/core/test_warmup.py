@@ -6,16 +6,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import example_models as em
 import numpy as np
 import pytest
 from tensorflow.core.example import example_pb2, feature_pb2
 from tensorflow_serving.apis import classification_pb2, prediction_log_pb2
 
+import example_models as em
 from tfs_model_server.core.dataplane import DataPlane
-from tfs_model_server.core.errors import Code, ServingError
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.core.warmup import MAX_WARMUP_RECORDS, read_warmup_logs, run_warmup
+from tfs_model_server.errors import Code, ServingError
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tfs_model_server.api.metrics import Counter, Histogram, ServingMetrics
+from tfs_model_server.metrics import Counter, Histogram, ServingMetrics
 
 
 def test_counter_text() -> None:

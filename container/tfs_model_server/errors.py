@@ -10,6 +10,7 @@ import enum
 import functools
 
 import grpc
+
 from tfs_rest_json import http_status
 
 

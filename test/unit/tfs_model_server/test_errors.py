@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from tfs_model_server.core import errors
-from tfs_model_server.core.errors import Code, ServingError
+from tfs_model_server import errors
+from tfs_model_server.errors import Code, ServingError
 
 
 def test_codes_are_the_grpc_codes():
