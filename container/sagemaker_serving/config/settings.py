@@ -1,8 +1,8 @@
 """Container settings: every environment variable the container reads, parsed and validated once.
 
 Each variable is declared once, as a field of `Settings`: `env(name, parser, default)` and, under
-it, the field's docstring (its meaning, the README's words). `Settings.from_env` (the only place
-that reads the environment) and the README table (scripts/settings_table.py, from `VARIABLES`)
+it, the field's docstring (its meaning, the words of docs/settings.md). `Settings.from_env` (the only place
+that reads the environment) and the settings table in docs/settings.md (scripts/settings_table.py, from `VARIABLES`)
 are derived from those declarations. A variable that is unset, empty or only whitespace takes its
 default; a bad value raises `SettingsError` whose message starts with the variable's name.
 """
@@ -59,7 +59,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class Computed:
     """A default that is no single value: `compute` gets the values of the other settings (and
-    `cpu_count`); `text` says what it is in the README."""
+    `cpu_count`); `text` says what it is in docs/settings.md."""
 
     text: str
     compute: Callable[[Mapping[str, Any]], Any] = lambda _values: None
@@ -98,7 +98,7 @@ class Variable:
 
     @property
     def default_text(self) -> str:
-        """The README's Default column."""
+        """docs/settings.md's Default column."""
         if isinstance(self.default, Computed):
             return self.default.text
         return "unset" if self.default is None else str(self.default).lower()
@@ -121,7 +121,7 @@ def env(name: str, parse: Parser, default: Any) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated container settings; build with `Settings.from_env`. In the README's order."""
+    """Validated container settings; build with `Settings.from_env`. In docs/settings.md's order."""
 
     cpu_count: int  # os.cpu_count(), at least 1
 
@@ -301,5 +301,5 @@ def _variables(cls: type) -> dict[str, Variable]:
 
 
 _VARIABLES_BY_FIELD = _variables(Settings)
-# Every variable the container reads, in README order (scripts/settings_table.py).
+# Every variable the container reads, in docs/settings.md order (scripts/settings_table.py).
 VARIABLES: tuple[Variable, ...] = tuple(_VARIABLES_BY_FIELD.values())
