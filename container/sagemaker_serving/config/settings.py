@@ -1,9 +1,9 @@
 """Container settings: every environment variable the container reads, parsed and validated once.
 
 Each variable is declared once, as a field of `Settings`: `env(name, parser, default)` and, under
-it, the field's docstring (its meaning, the words of docs/settings.md). `Settings.from_env` (the only place
-that reads the environment) and the settings table in docs/settings.md (scripts/settings_table.py, from `VARIABLES`)
-are derived from those declarations. A variable that is unset, empty or only whitespace takes its
+it, the field's docstring (its meaning, the words of docs/settings.md). `Settings.from_env` (the
+only place that reads the environment) and the table in docs/settings.md
+(scripts/settings_table.py, from `VARIABLES`) are derived from those declarations. A variable that is unset, empty or only whitespace takes its
 default; a bad value raises `SettingsError` whose message starts with the variable's name.
 """
 
@@ -121,7 +121,8 @@ def env(name: str, parse: Parser, default: Any) -> Any:
 
 @dataclass(frozen=True)
 class Settings:
-    """Validated container settings; build with `Settings.from_env`. In docs/settings.md's order."""
+    """Validated container settings; build with `Settings.from_env`. In docs/settings.md's
+    order."""
 
     cpu_count: int  # os.cpu_count(), at least 1
 
