@@ -4,7 +4,8 @@ Each variable is declared once, as a field of `Settings`: `env(name, parser, def
 it, the field's docstring (its meaning, the words of docs/settings.md). `Settings.from_env` (the
 only place that reads the environment) and the table in docs/settings.md
 (scripts/settings_table.py, from `VARIABLES`) are derived from those declarations. A variable
-that is unset, empty or only whitespace takes its default; a bad value raises `SettingsError` whose message starts with the variable's name.
+that is unset, empty or only whitespace takes its default; a bad value raises `SettingsError`
+whose message starts with the variable's name.
 """
 
 from __future__ import annotations
