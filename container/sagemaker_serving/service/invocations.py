@@ -166,12 +166,7 @@ class Invocations:
         return await self.placement.thread(fn, *args)
 
     async def remote(
-        self,
-        pool: HandlerProcesses,
-        fn: str,
-        body: bytes,
-        context: Context,
-        response: Any = None,
+        self, pool: HandlerProcesses, fn: str, body: bytes, context: Context, response: Any = None
     ) -> tuple[bytes, str | None]:
         """A handler in its environment's processes (environments/remote.py)."""
         meta = None

@@ -31,12 +31,7 @@ class ServiceSide(Protocol):
         ...
 
     async def remote(
-        self,
-        pool: HandlerProcesses,
-        fn: str,
-        body: bytes,
-        context: Context,
-        response: Any = None,
+        self, pool: HandlerProcesses, fn: str, body: bytes, context: Context, response: Any = None
     ) -> tuple[bytes, str | None]:
         """A handler in its environment's processes (`pool`); `response` the model server's
         answer, for output_handler."""
