@@ -32,6 +32,7 @@ from sagemaker_serving.user_code import chain
 from sagemaker_serving.user_code.contract import HandlerResultError
 from sagemaker_serving.user_code.handler_api import Context, HandlerError
 from sagemaker_serving.user_code.loading import Handler, HandlerProcesses, Handlers
+from tfs_rest_json.model_version import is_model_version
 
 log = logging.getLogger("sagemaker_serving.service")
 
@@ -229,7 +230,7 @@ class Invocations:
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
         version = int(context.model_version) if context.model_version else None
-        if version is not None and version >= 2**63:
+        if version is not None and not is_model_version(version):
             raise StatusError(f"tfs-model-version {version} is out of range", 400)
         wire = tfs_wire.predict_request(
             context.model_name or context.default_model_name, version, None, request.inputs
