@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_serving.config.settings import MODEL_NAME_PATTERN
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 from tfs_rest_json.model_version import is_model_version
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ import ast
 import inspect
 import itertools
 import os
-import re
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -36,8 +35,8 @@ from sagemaker_serving.config.env_values import (
     text,
     tf_boolean,
 )
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 
-MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 MIB = 1024 * 1024
 DEFAULT_BODY_LIMIT_MB = 100
 BATCH_MAX_ENQUEUED_BATCHES = 100_000_000

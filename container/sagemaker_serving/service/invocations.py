@@ -17,6 +17,7 @@ import orjson
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.log_setup import REQUEST_ID
+from sagemaker_serving.config.routing_rules import HEADER as ATTRIBUTES_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments.messages import make_response, response_meta
 from sagemaker_serving.errors import StatusError
@@ -100,7 +101,7 @@ class Invocations:
         model, status = label or model_name or self.config.default_model, 500
         try:
             route = parse_route(
-                req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
+                req.get_header(ATTRIBUTES_HEADER),
                 model_name or self.config.default_model,
             )
             if model_name is not None:
@@ -145,7 +146,7 @@ class Invocations:
             rest_uri=target.rest_base + route.path(),
             grpc_port=target.grpc_port,
             channel=target.channel or self.client.connect(target),
-            custom_attributes=req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
+            custom_attributes=req.get_header(ATTRIBUTES_HEADER),
             request_content_type=req.get_header("Content-Type") or "application/json",
             accept_header=req.get_header("Accept") or "application/json",
             content_length=req.content_length,
