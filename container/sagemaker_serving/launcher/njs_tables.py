@@ -9,32 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sagemaker_serving.config.body_formats import (
-    ACCEPT_TYPES,
-    ANSWER_KEYS,
-    COLUMNAR_ANSWER_KEY,
-    CSV,
-    DEFAULT_TYPE,
-    JSON,
-    JSON_LINES_NAMES,
-    JSON_TYPES,
-    MAX_ECHO,
-    QVALUE_PATTERN,
-    REQUEST_KEYS,
-    SUPPORTED,
-    UTF8_CHARSETS,
-)
-from sagemaker_serving.config.routing_rules import (
-    DEFAULT_METHOD,
-    EXPECTED,
-    HEADER,
-    METHOD,
-    METHODS,
-    MODEL_NAME,
-    MODEL_NAME_PATTERN,
-    MODEL_VERSION,
-    MODEL_VERSION_PATTERN,
-)
+from sagemaker_serving.config import body_formats as bodies
+from sagemaker_serving.config import routing_rules as routing
 
 MODULE_NAME = "tfs_rules.js"  # what tfs.js imports (nginx's js_path names the directory)
 
@@ -47,28 +23,28 @@ def _whole(pattern: str) -> str:
 def njs_tables() -> dict[str, object]:
     """The tables by the names tfs.js reads them."""
     return {
-        "attributesHeader": HEADER,
-        "modelNameKey": MODEL_NAME,
-        "modelVersionKey": MODEL_VERSION,
-        "methodKey": METHOD,
-        "modelNamePattern": _whole(MODEL_NAME_PATTERN.pattern),
-        "modelVersionPattern": _whole(MODEL_VERSION_PATTERN.pattern),
-        "methods": dict(METHODS),  # method -> the request key of its records
-        "defaultMethod": DEFAULT_METHOD,
-        "expected": dict(EXPECTED),  # attribute -> what a bad value should have been
-        "json": JSON,
-        "csv": CSV,
-        "defaultType": DEFAULT_TYPE,
-        "jsonTypes": sorted(JSON_TYPES),
-        "jsonLinesTypes": list(JSON_LINES_NAMES),
-        "utf8Charsets": list(UTF8_CHARSETS),
-        "acceptTypes": list(ACCEPT_TYPES),
-        "supported": SUPPORTED,
-        "qvaluePattern": _whole(QVALUE_PATTERN),
-        "maxEcho": MAX_ECHO,
-        "requestKeys": list(REQUEST_KEYS),
-        "answerKeys": list(ANSWER_KEYS),
-        "columnarAnswerKey": COLUMNAR_ANSWER_KEY,
+        "attributesHeader": routing.HEADER,
+        "modelNameKey": routing.MODEL_NAME,
+        "modelVersionKey": routing.MODEL_VERSION,
+        "methodKey": routing.METHOD,
+        "modelNamePattern": _whole(routing.MODEL_NAME_PATTERN.pattern),
+        "modelVersionPattern": _whole(routing.MODEL_VERSION_PATTERN.pattern),
+        "methods": dict(routing.METHODS),  # method -> the request key of its records
+        "defaultMethod": routing.DEFAULT_METHOD,
+        "expected": dict(routing.EXPECTED),  # attribute -> what a bad value should have been
+        "json": bodies.JSON,
+        "csv": bodies.CSV,
+        "defaultType": bodies.DEFAULT_TYPE,
+        "jsonTypes": sorted(bodies.JSON_TYPES),
+        "jsonLinesTypes": list(bodies.JSON_LINES_NAMES),
+        "utf8Charsets": list(bodies.UTF8_CHARSETS),
+        "acceptTypes": list(bodies.ACCEPT_TYPES),
+        "supported": bodies.SUPPORTED,
+        "qvaluePattern": _whole(bodies.QVALUE_PATTERN),
+        "maxEcho": bodies.MAX_ECHO,
+        "requestKeys": list(bodies.REQUEST_KEYS),
+        "answerKeys": list(bodies.ANSWER_KEYS),
+        "columnarAnswerKey": bodies.COLUMNAR_ANSWER_KEY,
     }
 
 
