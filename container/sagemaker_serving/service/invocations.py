@@ -16,6 +16,7 @@ import falcon
 import orjson
 from falcon.asgi import Request, Response
 
+from sagemaker_serving.config.body_formats import DEFAULT_TYPE
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.config.routing_rules import HEADER as ATTRIBUTES_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
@@ -147,8 +148,8 @@ class Invocations:
             grpc_port=target.grpc_port,
             channel=target.channel or self.client.connect(target),
             custom_attributes=req.get_header(ATTRIBUTES_HEADER),
-            request_content_type=req.get_header("Content-Type") or "application/json",
-            accept_header=req.get_header("Accept") or "application/json",
+            request_content_type=req.get_header("Content-Type") or DEFAULT_TYPE,
+            accept_header=req.get_header("Accept") or DEFAULT_TYPE,
             content_length=req.content_length,
             request_id=request_id,
             deadline=deadline,
