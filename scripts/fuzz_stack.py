@@ -20,10 +20,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test" / "perf"))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-from loadgen import bench_arguments, write_report  # noqa: E402
+from loadgen import write_report  # noqa: E402
+from stack_scripts import script_arguments  # noqa: E402
 
 from conftest import serve_stack  # noqa: E402
 from hostile_cases import (  # noqa: E402
@@ -65,10 +67,7 @@ def fuzz(ports: dict[str, int], count: int, check_every: int, random_seed: int) 
 
 
 def main() -> int:
-    parser = bench_arguments(__doc__, "fuzz", seconds=None)
-    parser.add_argument("--cases", type=int, default=10_000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--check-every", type=int, default=50)
+    parser = script_arguments(__doc__, "fuzz", cases=10_000, seed=0, check_every=50)
     args = parser.parse_args()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fuzz-stack-") as tmp, contextlib.ExitStack() as stack:

@@ -20,13 +20,11 @@ failure.
 
 from __future__ import annotations
 
-import http.client
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +37,11 @@ sys.path.insert(0, str(REPO / "test"))
 sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test" / "perf"))
 
-from loadgen import bench_arguments, write_report  # noqa: E402
+import stack_scripts  # noqa: E402
+from loadgen import write_report  # noqa: E402
 
 from conftest import ServeProcess, serve_stack  # noqa: E402
+from loopback import RequestLoop, ask  # noqa: E402
 
 GROWTH_LIMIT = 0.10
 PING_BUDGET_MS = 100.0
@@ -49,55 +49,27 @@ DEADLINE = 120.0  # seconds for any one answer (a load included)
 METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
-def request(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
-    try:
-        conn.request(method, path, body, {"Content-Type": "application/json"})
-        reply = conn.getresponse()
-        return reply.status, reply.read()
-    finally:
-        conn.close()
-
-
-@dataclass
-class Pinger:
+class Pinger(RequestLoop):
     """GET /ping every `every` seconds on its own keep-alive connection, until stopped."""
 
-    port: int
-    every: float
-    times_ms: list[float] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
+    def __init__(self, port: int, every: float) -> None:
+        super().__init__(port, every, DEADLINE)
+        self.times_ms: list[float] = []
+        self.failures: list[str] = []
 
-    def __enter__(self) -> Pinger:
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        return self
+    def next_request(self) -> tuple[str, str, bytes | None]:
+        return "GET", "/ping", None
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(DEADLINE)
-
-    def _run(self) -> None:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=DEADLINE)
-        while not self.stop.is_set():
-            started = time.perf_counter()
-            try:
-                conn.request("GET", "/ping")
-                reply = conn.getresponse()
-                reply.read()
-                status = reply.status
-            except (OSError, http.client.HTTPException) as err:
-                status = 0
-                conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=DEADLINE)
-                if len(self.failures) < 20:
-                    self.failures.append(f"{type(err).__name__}: {err}")
-            self.times_ms.append((time.perf_counter() - started) * 1000)
-            if status != 200 and status and len(self.failures) < 20:
-                self.failures.append(f"/ping answered {status}")
-            self.stop.wait(self.every)
-        conn.close()
+    def answered(self, answer: tuple[int, bytes] | str, seconds: float) -> None:
+        self.times_ms.append(seconds * 1000)
+        if isinstance(answer, str):
+            failure = answer
+        elif answer[0] != 200:
+            failure = f"/ping answered {answer[0]}"
+        else:
+            return
+        if len(self.failures) < 20:
+            self.failures.append(failure)
 
     def figures(self) -> dict:
         times = sorted(self.times_ms) or [0.0]
@@ -114,7 +86,7 @@ class Pinger:
 
 def metrics_page(server: ServeProcess) -> dict:
     """The model server's Prometheus page: its size and its series (lines with a value)."""
-    status, body = request(server.rest_ports[0], "GET", METRICS_PATH)
+    status, body = ask(server.rest_ports[0], "GET", METRICS_PATH, timeout=DEADLINE)
     assert status == 200, body[:200]
     lines = body.decode().splitlines()
     return {"bytes": len(body), "series": sum(1 for line in lines if line and line[0] != "#")}
@@ -122,21 +94,8 @@ def metrics_page(server: ServeProcess) -> dict:
 
 def process_groups(server: ServeProcess) -> dict[str, int]:
     """Resident bytes of serve, nginx, the Python service and the model server."""
-    groups = {"serve": psutil.Process(server.proc.pid).memory_info().rss}
-    groups.update({"nginx": 0, "python-service": 0, "model-server": 0})
-    for child in psutil.Process(server.proc.pid).children(recursive=True):
-        try:
-            command = " ".join(child.cmdline())
-            rss = child.memory_info().rss
-        except psutil.Error:
-            continue
-        if "nginx" in command:
-            groups["nginx"] += rss
-        elif "sagemaker_serving.python_service" in command:
-            groups["python-service"] += rss
-        elif "model-server" in command or "model_server" in command:
-            groups["model-server"] += rss
-    return groups
+    serve = psutil.Process(server.proc.pid).memory_info().rss
+    return {"serve": serve, **stack_scripts.process_groups(server.proc.pid)}
 
 
 @dataclass
@@ -158,16 +117,22 @@ class Churn:
         name = f"churn-{index:05d}"
         shutil.copytree(self.template, self.model_root / name, copy_function=os.link)
         doc = b'{"model_name": "%s", "url": "%s"}' % (name.encode(), name.encode())
-        self._check(f"load {name}", *request(self.server.port, "POST", "/models", doc))
+        self._check(
+            f"load {name}", *ask(self.server.port, "POST", "/models", doc, timeout=DEADLINE)
+        )
         invoke = f"/models/{quote(name)}/invoke"
-        self._check(f"invoke {name}", *request(self.server.port, "POST", invoke, b"[1.0]"))
+        self._check(
+            f"invoke {name}", *ask(self.server.port, "POST", invoke, b"[1.0]", timeout=DEADLINE)
+        )
         if index:
             self.unload(index - 1)
         self.done += 1
 
     def unload(self, index: int) -> None:
         name = f"churn-{index:05d}"
-        self._check(f"unload {name}", *request(self.server.port, "DELETE", f"/models/{name}"))
+        self._check(
+            f"unload {name}", *ask(self.server.port, "DELETE", f"/models/{name}", timeout=DEADLINE)
+        )
         shutil.rmtree(self.model_root / name, ignore_errors=True)
 
 
@@ -212,10 +177,9 @@ def build_template(path: Path) -> Path:
 
 
 def main() -> int:
-    parser = bench_arguments(__doc__, "mme_churn", seconds=None)
-    parser.add_argument("--models", type=int, default=2000)
-    parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--ping-every", type=float, default=0.05)
+    parser = stack_scripts.script_arguments(
+        __doc__, "mme_churn", models=2000, warmup=100, ping_every=0.05
+    )
     args = parser.parse_args()
     if not 0 < args.warmup < args.models:
         parser.error("--warmup must be between 0 and --models")

@@ -23,38 +23,20 @@ import time
 import urllib.request
 from pathlib import Path
 
-import psutil
-
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(REPO / "test" / "support"))
 sys.path.insert(0, str(REPO / "test" / "perf"))
 
 import wrk_load  # noqa: E402
-from loadgen import bench_arguments, write_report  # noqa: E402
+from loadgen import write_report  # noqa: E402
+from stack_scripts import process_groups, script_arguments  # noqa: E402
 
 from conftest import ServeProcess, serve_stack  # noqa: E402
 from hostile_cases import PASS_THROUGH  # noqa: E402
 
 BODY = b'{"instances": [1.0, 2.0, 5.0]}'
 GROWTH_LIMIT = 0.10
-
-
-def process_groups(server: ServeProcess) -> dict[str, int]:
-    """Resident bytes of nginx, the Python service and the model server (each with children)."""
-    groups = {"nginx": 0, "python-service": 0, "model-server": 0}
-    for child in psutil.Process(server.proc.pid).children(recursive=True):
-        try:
-            command = " ".join(child.cmdline())
-            rss = child.memory_info().rss
-        except psutil.Error:
-            continue
-        if "nginx" in command:
-            groups["nginx"] += rss
-        elif "sagemaker_serving.python_service" in command:
-            groups["python-service"] += rss
-        elif "model-server" in command or "model_server" in command:
-            groups["model-server"] += rss
-    return groups
 
 
 def counted(server: ServeProcess) -> float:
@@ -81,13 +63,13 @@ def post(server: ServeProcess, connections: int, seconds: float, **limit: int) -
 def soak(name: str, server: ServeProcess, args: argparse.Namespace) -> dict:
     warm = post(server, args.connections, args.warmup_seconds)
     rate = warm.rps
-    before = process_groups(server)
+    before = process_groups(server.proc.pid)
     time.sleep(1.0)  # the warm-up's last counts
     counted_before = counted(server)
     # wrk runs its whole -d even when every thread has stopped: ask for about what it needs
     seconds = max(10.0, 2.0 * args.requests / max(rate, 1.0) + 5)
     result = post(server, args.connections, seconds, requests=args.requests)
-    after = process_groups(server)
+    after = process_groups(server.proc.pid)
     answered = result.requests - result.non200
     metrics = counted_at_least(server, counted_before + answered) - counted_before
     missing = [k for k, rss in before.items() if not rss]  # a renamed command would hide it
@@ -114,10 +96,7 @@ def soak(name: str, server: ServeProcess, args: argparse.Namespace) -> dict:
 
 
 def main() -> int:
-    parser = bench_arguments(__doc__, "soak", seconds=None)
-    parser.add_argument("--requests", type=int, default=20_000)
-    parser.add_argument("--warmup-seconds", type=int, default=10)
-    parser.add_argument("--connections", type=int, default=32)
+    parser = script_arguments(__doc__, "soak", requests=20_000, warmup_seconds=10, connections=32)
     args = parser.parse_args()
     if not wrk_load.available():
         print("wrk is not installed (apt-get install wrk)", file=sys.stderr)

@@ -120,6 +120,11 @@ def model_root(tmp_path_factory) -> Path:
 SERVE = str(VENV_BIN / "serve")
 
 
+def serve_command(model_dir: Path, run_dir: Path) -> list[str]:
+    """serve on loopback, serving `model_dir`, its files in `run_dir`."""
+    return [SERVE, "--model-dir", str(model_dir), "--run-dir", str(run_dir), "--host", "127.0.0.1"]
+
+
 class ServeProcess:
     """`serve` started on free loopback ports; `url` is its nginx front door."""
 
@@ -135,15 +140,7 @@ class ServeProcess:
         self.rest_ports = [low + 2 * i + 1 for i in range(count)]
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [
-                SERVE,
-                "--model-dir",
-                str(model_dir),
-                "--run-dir",
-                str(run_dir),
-                "--host",
-                "127.0.0.1",
-            ],
+            serve_command(model_dir, run_dir),
             env={**os.environ, **env},
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -184,6 +181,26 @@ def serve_stack(
         return f"serve did not become healthy:\n{server.log()[-5000:]}"
 
     return running(server, unhealthy)
+
+
+def run_serve(
+    model_dir: Path, tmp: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """serve run to its end on free loopback ports (where it refuses to start), its output
+    captured as text."""
+    port, high = free_port_range(5)
+    settings = {
+        "SAGEMAKER_BIND_TO_PORT": str(port),
+        "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{high}",
+        **(env or {}),
+    }
+    return subprocess.run(
+        serve_command(model_dir, tmp / "run"),
+        env={**os.environ, **settings},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def tiny_wheel(directory: Path) -> None:

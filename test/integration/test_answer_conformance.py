@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import requests
 
 from answer_cases import ANSWER_CASES, AnswerCase
 from conftest import free_port_range
+from loopback import serving
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.launcher.nginx_config import find_nginx
 from sagemaker_serving.launcher.njs_tables import write_njs_tables
@@ -79,18 +79,6 @@ class StandIn(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def stand_in(port: int) -> Iterator[None]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), StandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture(scope="module")
 def njs_url(tmp_path_factory) -> Iterator[str]:
     """nginx with tfs.js in front of the stand-in model server."""
@@ -109,7 +97,7 @@ def njs_url(tmp_path_factory) -> Iterator[str]:
         )
     )
     url = f"http://127.0.0.1:{port}"
-    with stand_in(model_port):
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", model_port), StandIn)):
         proc = subprocess.Popen([layout.binary, "-c", str(conf), "-p", str(tmp)])
         try:
             _wait_listening(url, proc, tmp)

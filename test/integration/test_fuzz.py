@@ -6,26 +6,15 @@ scripts/fuzz_stack.py runs the same with 10,000 cases and more."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from conftest import serve_stack
 from hostile_cases import STACKS, Neighbour, build_models, prepare, stack_env
 from hostile_cases import stack_is_right as stacks_are_right
+from repo_scripts import load_script
 
 CASES = 600
-
-
-def _fuzz_script():
-    """scripts/fuzz_stack.py, whose fuzz() runs the cases (here CASES of them, seed 0)."""
-    path = Path(__file__).resolve().parents[2] / "scripts" / "fuzz_stack.py"
-    spec = importlib.util.spec_from_file_location("fuzz_stack", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +35,7 @@ def ports(tmp_path_factory):
 
 def test_hostile_input_gets_json_4xx_and_hurts_no_neighbour(ports):
     with Neighbour(ports["fast"]) as neighbour:
-        tally = _fuzz_script().fuzz(ports, CASES, check_every=50, random_seed=0)
+        tally = load_script("fuzz_stack").fuzz(ports, CASES, check_every=50, random_seed=0)
     print("\n" + tally.table())
     assert tally.cases >= CASES
     assert not tally.violations, tally.table()

@@ -389,53 +389,25 @@ def classes_of(response: Any) -> list[list[tuple[str, float]]]:
 # ----- classifier_test.cc ------------------------------------------------------------------
 
 CLASSIFY_OK = [
-    pytest.param(
-        "",
-        TWO_CLASSIFIED,
-        [[("dos", 2), ("uno", 1)], [("cuatro", 4), ("tres", 3)]],
-        id="ExampleList",
-    ),
-    pytest.param(
-        "",
-        with_context(class_example([("dos", 2), ("uno", 1)]), EMPTY, EMPTY),
-        [[("dos", 2), ("uno", 1)], [("dos", 2), ("uno", 1)]],
-        id="ExampleListWithContext",
-    ),
-    pytest.param(
-        "",
-        with_context(
-            class_example([("uno", 1), ("dos", 2)]),
-            EMPTY,
-            class_example([("tres", 3), ("cuatro", 4)]),
-        ),
-        [[("uno", 1), ("dos", 2)], [("tres", 3), ("cuatro", 4)]],
-        id="ExampleListWithContext_DuplicateFeatures",
-    ),
-    pytest.param(
-        "classes_only",
-        TWO_CLASSIFIED,
-        [[("dos", 0), ("uno", 0)], [("cuatro", 0), ("tres", 0)]],
-        id="ClassesOnly",
-    ),
-    pytest.param(
-        "scores_only",
-        TWO_CLASSIFIED,
-        [[("", 2), ("", 1)], [("", 4), ("", 3)]],
-        id="ScoresOnly",
-    ),
-    pytest.param(
-        "scores_only",
-        listed(class_example([("minus", -1), ("zero", 0), ("one", 1)])),
-        [[("", -1), ("", 0), ("", 1)]],
-        id="ZeroScoresArePresent",
-    ),
-    pytest.param(
-        "output_plus_one",
-        TWO_CLASSIFIED,
-        [[("dos", 3), ("uno", 2)], [("cuatro", 5), ("tres", 4)]],
-        id="ValidNamedSignature",
-    ),
-]
+    pytest.param("", TWO_CLASSIFIED, [[("dos", 2), ("uno", 1)], [("cuatro", 4), ("tres", 3)]],
+                 id="ExampleList"),
+    pytest.param("", with_context(class_example([("dos", 2), ("uno", 1)]), EMPTY, EMPTY),
+                 [[("dos", 2), ("uno", 1)], [("dos", 2), ("uno", 1)]],
+                 id="ExampleListWithContext"),
+    pytest.param("", with_context(class_example([("uno", 1), ("dos", 2)]), EMPTY,
+                                  class_example([("tres", 3), ("cuatro", 4)])),
+                 [[("uno", 1), ("dos", 2)], [("tres", 3), ("cuatro", 4)]],
+                 id="ExampleListWithContext_DuplicateFeatures"),
+    pytest.param("classes_only", TWO_CLASSIFIED,
+                 [[("dos", 0), ("uno", 0)], [("cuatro", 0), ("tres", 0)]], id="ClassesOnly"),
+    pytest.param("scores_only", TWO_CLASSIFIED, [[("", 2), ("", 1)], [("", 4), ("", 3)]],
+                 id="ScoresOnly"),
+    pytest.param("scores_only", listed(class_example([("minus", -1), ("zero", 0), ("one", 1)])),
+                 [[("", -1), ("", 0), ("", 1)]], id="ZeroScoresArePresent"),
+    pytest.param("output_plus_one", TWO_CLASSIFIED,
+                 [[("dos", 3), ("uno", 2)], [("cuatro", 5), ("tres", 4)]],
+                 id="ValidNamedSignature"),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("signature", "given", "expected"), CLASSIFY_OK)
@@ -830,17 +802,22 @@ def test_multi_inference(multi_inference, results) -> None:
 # ----- get_model_metadata_impl_test.cc -----------------------------------------------------
 
 
-def metadata_request(
-    fields: Sequence[str], name: str | None = None, version: int | None = None
-) -> get_model_metadata_pb2.GetModelMetadataRequest:
-    """A request with these metadata_fields; a model_spec only when `name` is given."""
-    request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=list(fields))
+def with_model_spec(request: Any, name: str | None, version: int | None) -> Any:
+    """`request` with a model_spec of `name` (and `version`, when given) when `name` is given."""
     if name is not None:
         request.model_spec.SetInParent()
         request.model_spec.name = name
         if version is not None:
             request.model_spec.version.value = version
     return request
+
+
+def metadata_request(
+    fields: Sequence[str], name: str | None = None, version: int | None = None
+) -> get_model_metadata_pb2.GetModelMetadataRequest:
+    """A request with these metadata_fields; a model_spec only when `name` is given."""
+    request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=list(fields))
+    return with_model_spec(request, name, version)
 
 
 @pytest.mark.parametrize(
@@ -885,12 +862,7 @@ TWO_VERSIONS = "saved_model_half_plus_two_2_versions"
 def status_request(
     name: str | None = None, version: int | None = None
 ) -> get_model_status_pb2.GetModelStatusRequest:
-    request = get_model_status_pb2.GetModelStatusRequest()
-    if name is not None:
-        request.model_spec.name = name
-        if version is not None:
-            request.model_spec.version.value = version
-    return request
+    return with_model_spec(get_model_status_pb2.GetModelStatusRequest(), name, version)
 
 
 @pytest.mark.parametrize(

@@ -94,27 +94,32 @@ MALFORMED = "Malformed request"
 NO_VERSION = "Failed to convert version"
 FOO = "/v1/models/foo"
 ONE = '{ "instances": [1] }'
+
+
+def malformed(method: str, path: str) -> tuple[str, str, str, int, str]:
+    """A request without a body answered 400 with `MALFORMED`."""
+    return method, path, "", 400, MALFORMED
+
+
 # fmt: off
 ERRORS = {
     # TEST_F(HttpRestApiHandlerTest, UnsupportedApiCalls); all InvalidArgument (400). Left out,
     # covered: GET /v1/models ("Missing model name") and GET /v1/models/foo:predict.
-    "UnsupportedApiCalls-GET-v1-foo": ("GET", "/v1/foo", "", 400, MALFORMED),
-    "UnsupportedApiCalls-POST-v1-foo": ("POST", "/v1/foo", "", 400, MALFORMED),
-    "UnsupportedApiCalls-GET-debug": ("GET", "/v1/models/debug/model_name", "", 400, MALFORMED),
-    "UnsupportedApiCalls-POST-v1-models": ("POST", "/v1/models", "", 400, MALFORMED),
-    "UnsupportedApiCalls-GET-version": ("GET", f"{FOO}/version/50:predict", "", 400, MALFORMED),
-    "UnsupportedApiCalls-POST-version": ("POST", f"{FOO}/version/50:regress", "", 400, MALFORMED),
-    "UnsupportedApiCalls-POST-HELLO":
-        ("POST", f"{FOO}/versions/HELLO:regress", "", 400, MALFORMED),
+    "UnsupportedApiCalls-GET-v1-foo": malformed("GET", "/v1/foo"),
+    "UnsupportedApiCalls-POST-v1-foo": malformed("POST", "/v1/foo"),
+    "UnsupportedApiCalls-GET-debug": malformed("GET", "/v1/models/debug/model_name"),
+    "UnsupportedApiCalls-POST-v1-models": malformed("POST", "/v1/models"),
+    "UnsupportedApiCalls-GET-version": malformed("GET", f"{FOO}/version/50:predict"),
+    "UnsupportedApiCalls-POST-version": malformed("POST", f"{FOO}/version/50:regress"),
+    "UnsupportedApiCalls-POST-HELLO": malformed("POST", f"{FOO}/versions/HELLO:regress"),
     "UnsupportedApiCalls-POST-uint64max":
         ("POST", f"{FOO}/versions/{UINT64_MAX}:regress", "", 400, NO_VERSION),
-    "UnsupportedApiCalls-POST-metadata": ("POST", f"{FOO}/metadata", "", 400, MALFORMED),
-    "UnsupportedApiCalls-POST-label":
-        ("POST", f"{FOO}/label/some_label:regress", "", 400, MALFORMED),
+    "UnsupportedApiCalls-POST-metadata": malformed("POST", f"{FOO}/metadata"),
+    "UnsupportedApiCalls-POST-label": malformed("POST", f"{FOO}/label/some_label:regress"),
     "UnsupportedApiCalls-POST-versions-labels":
-        ("POST", f"{FOO}/versions/50/labels/some_label:regress", "", 400, MALFORMED),
+        malformed("POST", f"{FOO}/versions/50/labels/some_label:regress"),
     "UnsupportedApiCalls-POST-versions-label":
-        ("POST", f"{FOO}/versions/some_label:regress", "", 400, MALFORMED),
+        malformed("POST", f"{FOO}/versions/some_label:regress"),
     # TEST_F(HttpRestApiHandlerTest, PredictModelNameVersionErrors); NotFound (404). Left out,
     # covered: POST /v1/models/foo:predict.
     "PredictModelNameVersionErrors-foo-50": ("POST", f"{FOO}/versions/50:predict", ONE, 404, None),
@@ -134,10 +139,8 @@ ERRORS = {
     # TEST_F(HttpRestApiUtilTest, TestParseModelInfoForGet) failure cases: /v1/foo,
     # foo:predict and foo/version/50:predict by GET are the UnsupportedApiCalls ones above.
     # TEST_F(HttpRestApiUtilTest, TestParseModelInfoForPost) failure cases not already above:
-    "TestParseModelInfoForPost-version":
-        ("POST", f"{FOO}/version/50:predict", "", 400, MALFORMED),
-    "TestParseModelInfoForPost-string":
-        ("POST", f"{FOO}/versions/string:predict", "", 400, MALFORMED),
+    "TestParseModelInfoForPost-version": malformed("POST", f"{FOO}/version/50:predict"),
+    "TestParseModelInfoForPost-string": malformed("POST", f"{FOO}/versions/string:predict"),
     "TestParseModelInfoForPost-uint64max":
         ("POST", f"{FOO}/versions/{UINT64_MAX}:predict", "", 400, NO_VERSION),
 }

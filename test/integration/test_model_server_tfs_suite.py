@@ -51,16 +51,13 @@ from typing import Any
 import grpc
 import pytest
 from tensorflow.core.framework import types_pb2
-from tensorflow_serving.apis import (
-    classification_pb2,
-    get_model_metadata_pb2,
-    get_model_status_pb2,
-    inference_pb2,
-    model_service_pb2_grpc,
-    predict_pb2,
-    prediction_service_pb2_grpc,
-    regression_pb2,
-)
+from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+from tensorflow_serving.apis.classification_pb2 import ClassificationRequest
+from tensorflow_serving.apis.get_model_metadata_pb2 import GetModelMetadataRequest
+from tensorflow_serving.apis.get_model_status_pb2 import GetModelStatusRequest
+from tensorflow_serving.apis.inference_pb2 import MultiInferenceRequest
+from tensorflow_serving.apis.predict_pb2 import PredictRequest
+from tensorflow_serving.apis.regression_pb2 import RegressionRequest
 
 from conftest import OUR_SERVER, model_server
 from model_server_process import ModelServerProcess
@@ -131,6 +128,13 @@ def verify_model_spec(actual: Any, name: str, signature_name: str, version: int)
     assert actual.version.value == version
 
 
+def call(target: str, method: str, request: Any) -> Any:
+    """PredictionService's `method` on `target`, with RPC_TIMEOUT."""
+    with grpc.insecure_channel(target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        return getattr(stub, method)(request, RPC_TIMEOUT)
+
+
 def verify_predict_request(
     target: str,
     expected_output: float,
@@ -144,7 +148,7 @@ def verify_predict_request(
 ) -> None:
     """VerifyPredictRequest: x = [2.0] (shape [1], or [1, 1] with batch_input) gives one float
     y; `input_name` and `output_name` are "x" and "y" there (see the Keras tests)."""
-    request = predict_pb2.PredictRequest()
+    request = PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = signature_name
     request.inputs[input_name].dtype = types_pb2.DT_FLOAT
@@ -154,14 +158,25 @@ def verify_predict_request(
         request.inputs[input_name].tensor_shape.dim.add().size = 1
     if specify_output:
         request.output_filter.append(output_name)
-    with grpc.insecure_channel(target) as channel:
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        result = stub.Predict(request, RPC_TIMEOUT)
+    result = call(target, "Predict", request)
     assert output_name in result.outputs
     assert result.outputs[output_name].dtype == types_pb2.DT_FLOAT
     assert len(result.outputs[output_name].float_val) == 1
     assert result.outputs[output_name].float_val[0] == expected_output
     verify_model_spec(result.model_spec, model_name, signature_name, expected_version)
+
+
+def verify_prediction(
+    target: str, expected_output: float, model_path: Path, model_name: str = "default"
+) -> None:
+    """verify_predict_request without an output filter, expecting `model_path`'s version."""
+    verify_predict_request(
+        target,
+        model_name=model_name,
+        expected_output=expected_output,
+        specify_output=False,
+        expected_version=model_version(model_path),
+    )
 
 
 def check_predict(target: str, model_path: Path) -> None:
@@ -222,11 +237,19 @@ def x_example(request_input: Any) -> None:
     example.features.feature["x"].float_list.value.extend([2.0])
 
 
+def x_request(request: Any, signature: str) -> Any:
+    """A Classify or Regress `request` of model "default" and `signature`, for x_example."""
+    request.model_spec.name = "default"
+    request.model_spec.signature_name = signature
+    x_example(request.input)
+    return request
+
+
 # ----- gRPC --------------------------------------------------------------------------------
 
 
 def test_get_model_status(default_server) -> None:
-    request = get_model_status_pb2.GetModelStatusRequest()
+    request = GetModelStatusRequest()
     request.model_spec.name = "default"
     with grpc.insecure_channel(default_server.grpc_target) as channel:
         result = model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(
@@ -238,12 +261,10 @@ def test_get_model_status(default_server) -> None:
 
 
 def test_get_model_metadata(default_server) -> None:
-    request = get_model_metadata_pb2.GetModelMetadataRequest()
+    request = GetModelMetadataRequest()
     request.model_spec.name = "default"
     request.metadata_field.append("signature_def")
-    with grpc.insecure_channel(default_server.grpc_target) as channel:
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        result = stub.GetModelMetadata(request, RPC_TIMEOUT)
+    result = call(default_server.grpc_target, "GetModelMetadata", request)
     assert result.model_spec.name == "default"
     assert result.model_spec.version.value == model_version(HALF_PLUS_TWO)
     assert len(result.metadata) == 1
@@ -253,13 +274,8 @@ def test_get_model_metadata(default_server) -> None:
 def test_classify(model) -> None:
     """testClassify (tf1) and testClassifyTf2 (tf2)."""
     server, model_path = model
-    request = classification_pb2.ClassificationRequest()
-    request.model_spec.name = "default"
-    request.model_spec.signature_name = "classify_x_to_y"
-    x_example(request.input)
-    with grpc.insecure_channel(server.grpc_target) as channel:
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        result = stub.Classify(request, RPC_TIMEOUT)
+    request = x_request(ClassificationRequest(), "classify_x_to_y")
+    result = call(server.grpc_target, "Classify", request)
     assert len(result.result.classifications) == 1
     assert len(result.result.classifications[0].classes) == 1
     assert result.result.classifications[0].classes[0].score == 3.0
@@ -269,13 +285,7 @@ def test_classify(model) -> None:
 def test_regress(model) -> None:
     """testRegress (tf1) and testRegressTf2 (tf2)."""
     server, model_path = model
-    request = regression_pb2.RegressionRequest()
-    request.model_spec.name = "default"
-    request.model_spec.signature_name = "regress_x_to_y"
-    x_example(request.input)
-    with grpc.insecure_channel(server.grpc_target) as channel:
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        result = stub.Regress(request, RPC_TIMEOUT)
+    result = call(server.grpc_target, "Regress", x_request(RegressionRequest(), "regress_x_to_y"))
     assert len(result.result.regressions) == 1
     assert result.result.regressions[0].value == 3.0
     verify_model_spec(result.model_spec, "default", "regress_x_to_y", model_version(model_path))
@@ -284,7 +294,7 @@ def test_regress(model) -> None:
 def test_multi_inference(model) -> None:
     """testMultiInference (tf1) and testMultiInferenceTf2 (tf2)."""
     server, model_path = model
-    request = inference_pb2.MultiInferenceRequest()
+    request = MultiInferenceRequest()
     for signature, method in (
         ("regress_x_to_y", "tensorflow/serving/regress"),
         ("classify_x_to_y", "tensorflow/serving/classify"),
@@ -292,9 +302,7 @@ def test_multi_inference(model) -> None:
         task = request.tasks.add(method_name=method)
         task.model_spec.name, task.model_spec.signature_name = "default", signature
     x_example(request.input)
-    with grpc.insecure_channel(server.grpc_target) as channel:
-        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-        result = stub.MultiInference(request, RPC_TIMEOUT)
+    result = call(server.grpc_target, "MultiInference", request)
     assert len(result.results) == 2
     assert result.results[0].regression_result.regressions[0].value == 3.0
     assert result.results[1].classification_result.classifications[0].classes[0].score == 3.0
@@ -313,12 +321,7 @@ def test_predict_saved_model(default_server) -> None:
 
 def test_predict_uds(default_server) -> None:
     """Predict over the Unix domain socket of --grpc_socket_path."""
-    verify_predict_request(
-        f"unix:{default_server.socket_path}",
-        expected_output=3.0,
-        specify_output=False,
-        expected_version=model_version(HALF_PLUS_THREE),
-    )
+    verify_prediction(f"unix:{default_server.socket_path}", 3.0, HALF_PLUS_THREE)
 
 
 # ----- model config files ------------------------------------------------------------------
@@ -378,8 +381,10 @@ def write_config(path: Path, name: str, model_path: Path) -> None:
     path.write_text(BASE_CONFIG_PROTO.format(name=name, model_path=model_path))
 
 
-def test_model_config_reload(tmp_path) -> None:
-    """The server polls its config file (--model_config_file_poll_wait_seconds=1)."""
+@contextlib.contextmanager
+def reconfigured_server(tmp_path: Path, poll_period: int) -> Iterator[ModelServerProcess]:
+    """A server on a config file of half_plus_two, polled every `poll_period` seconds; once
+    half_plus_two answers, the file names half_plus_three instead."""
     config_path = tmp_path / "model_config.txt"
     write_config(config_path, "half_plus_two", HALF_PLUS_TWO)
     with run_server(
@@ -388,28 +393,22 @@ def test_model_config_reload(tmp_path) -> None:
         model_name=None,
         model_path=None,
         model_config_file=config_path,
-        model_config_file_poll_period=1,
+        model_config_file_poll_period=poll_period,
     ) as server:
-        verify_predict_request(
-            server.grpc_target,
-            model_name="half_plus_two",
-            expected_output=3.0,
-            specify_output=False,
-            expected_version=model_version(HALF_PLUS_TWO),
-        )
+        verify_prediction(server.grpc_target, 3.0, HALF_PLUS_TWO, "half_plus_two")
         write_config(config_path, "half_plus_three", HALF_PLUS_THREE)
+        yield server
+
+
+def test_model_config_reload(tmp_path) -> None:
+    """The server polls its config file (--model_config_file_poll_wait_seconds=1)."""
+    with reconfigured_server(tmp_path, 1) as server:
         # TF Serving sleeps 10 s and then predicts; here the prediction is retried for at
         # most those 10 s, which asserts the same and usually ends sooner
         deadline = time.monotonic() + 10
         while True:
             try:
-                verify_predict_request(
-                    server.grpc_target,
-                    model_name="half_plus_three",
-                    expected_output=4.0,
-                    specify_output=False,
-                    expected_version=model_version(HALF_PLUS_THREE),
-                )
+                verify_prediction(server.grpc_target, 4.0, HALF_PLUS_THREE, "half_plus_three")
                 break
             except grpc.RpcError as error:
                 if error.code() != grpc.StatusCode.NOT_FOUND or time.monotonic() > deadline:
@@ -419,33 +418,10 @@ def test_model_config_reload(tmp_path) -> None:
 
 def test_model_config_reload_with_zero_poll_period(tmp_path) -> None:
     """--model_config_file_poll_wait_seconds=0: the config file is read once."""
-    config_path = tmp_path / "model_config.txt"
-    write_config(config_path, "half_plus_two", HALF_PLUS_TWO)
     poll_period = 0
-    with run_server(
-        tmp_path,
-        ("half_plus_two",),
-        model_name=None,
-        model_path=None,
-        model_config_file=config_path,
-        model_config_file_poll_period=poll_period,
-    ) as server:
-        verify_predict_request(
-            server.grpc_target,
-            model_name="half_plus_two",
-            expected_output=3.0,
-            specify_output=False,
-            expected_version=model_version(HALF_PLUS_TWO),
-        )
-        write_config(config_path, "half_plus_three", HALF_PLUS_THREE)
+    with reconfigured_server(tmp_path, poll_period) as server:
         time.sleep(poll_period + 1)
-        verify_predict_request(
-            server.grpc_target,
-            model_name="half_plus_two",
-            expected_output=3.0,
-            specify_output=False,
-            expected_version=model_version(HALF_PLUS_THREE),
-        )
+        verify_prediction(server.grpc_target, 3.0, HALF_PLUS_THREE, "half_plus_two")
 
 
 def test_good_grpc_channel_args(tmp_path) -> None:
@@ -455,12 +431,7 @@ def test_good_grpc_channel_args(tmp_path) -> None:
         model_path=HALF_PLUS_TWO,
         grpc_channel_arguments="grpc.max_connection_age_ms=2000,grpc.lb_policy_name=grpclb",
     ) as server:
-        verify_predict_request(
-            server.grpc_target,
-            expected_output=3.0,
-            specify_output=False,
-            expected_version=model_version(HALF_PLUS_THREE),
-        )
+        verify_prediction(server.grpc_target, 3.0, HALF_PLUS_THREE)
 
 
 # ----- REST --------------------------------------------------------------------------------
@@ -536,12 +507,7 @@ def test_tf_saved_model_save(tmp_path) -> None:
     to_save = root.f.get_concrete_function(tf.TensorSpec(None, tf.float32))
     tf.saved_model.experimental.save(root, str(export_path), to_save)
     with run_server(tmp_path, model_name="default", model_path=base_path) as server:
-        verify_predict_request(
-            server.grpc_target,
-            expected_output=12.0,
-            specify_output=False,
-            expected_version=model_version(base_path),
-        )
+        verify_prediction(server.grpc_target, 12.0, base_path)
 
 
 def test_tf_saved_model_save_multiple_signatures(tmp_path) -> None:

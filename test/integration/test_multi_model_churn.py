@@ -8,38 +8,28 @@ allocator)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from conftest import serve_stack
+from loopback import ask
+from repo_scripts import load_script
 
 MODELS = 40
 WARMUP = 10
 
 
-def _soak_script():
-    path = Path(__file__).resolve().parents[2] / "scripts" / "mme_churn_soak.py"
-    spec = importlib.util.spec_from_file_location("mme_churn_soak", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def churned(tmp_path_factory):
-    soak = _soak_script()
+    soak = load_script("mme_churn_soak")
     tmp = tmp_path_factory.mktemp("churn")
     root = tmp / "models"
     root.mkdir()
     template = soak.build_template(tmp / "template" / "half_plus_three")
     with serve_stack(root, tmp, {"SAGEMAKER_MULTI_MODEL": "true"}) as server:
         report = soak.run(server, root, template, MODELS, WARMUP, 0.05, progress=False)
-        page = soak.request(server.rest_ports[0], "GET", soak.METRICS_PATH)[1].decode()
+        page = ask(server.rest_ports[0], "GET", soak.METRICS_PATH, timeout=soak.DEADLINE)[
+            1
+        ].decode()
         yield report, page
 
 

@@ -14,33 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SERVE, free_port_range
+from conftest import SERVE, free_port_range, run_serve
 from process_utils import terminate
-
-
-def run_serve(model_dir: Path, tmp: Path, env: dict[str, str], timeout: float = 120):
-    port, high = free_port_range(5)
-    low = port + 1
-    settings = {
-        "SAGEMAKER_BIND_TO_PORT": str(port),
-        "SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}",
-        **env,
-    }
-    return subprocess.run(
-        [
-            SERVE,
-            "--model-dir",
-            str(model_dir),
-            "--run-dir",
-            str(tmp / "run"),
-            "--host",
-            "127.0.0.1",
-        ],
-        env={**os.environ, **settings},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import SERVE, free_port_range, serve_stack
+from conftest import SERVE, free_port_range, run_serve, serve_stack
 
 # code/lib with a module the service itself uses (crc32c): the handlers get processes of their
 # own (environments/build.py), with no download
@@ -35,26 +35,6 @@ def models_with(tmp_path: Path, code: str, extra: dict[str, str]) -> Path:
         (models / "code" / name).parent.mkdir(parents=True, exist_ok=True)
         (models / "code" / name).write_text(text)
     return models
-
-
-def run_serve(model_dir: Path, tmp: Path) -> subprocess.CompletedProcess:
-    port, high = free_port_range(5)
-    env = {"SAGEMAKER_BIND_TO_PORT": str(port), "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{high}"}
-    return subprocess.run(
-        [
-            SERVE,
-            "--model-dir",
-            str(model_dir),
-            "--run-dir",
-            str(tmp / "run"),
-            "--host",
-            "127.0.0.1",
-        ],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
 
 
 def last_line(text: str) -> str:
@@ -79,7 +59,7 @@ def last_line(text: str) -> str:
 )
 def test_code_that_cannot_run_stops_serve_saying_where_and_why(tmp_path, place, code, expected):
     models = models_with(tmp_path, code, PLACES[place])
-    result = run_serve(models, tmp_path)
+    result = run_serve(models, tmp_path, timeout=180)
     assert result.returncode == 1
     line = last_line(result.stderr)
     assert "cannot start:" in line and expected in line, result.stderr[-3000:]

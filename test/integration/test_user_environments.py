@@ -257,6 +257,15 @@ def model_dir_with(tmp_path: Path, base: Path, version: str) -> Path:
     return models
 
 
+def post_invocation(server, body: bytes, content_type: str) -> requests.Response:
+    """POST /invocations, answered 200."""
+    reply = requests.post(
+        f"{server.url}/invocations", data=body, headers={"Content-Type": content_type}, timeout=60
+    )
+    assert reply.status_code == 200, reply.text
+    return reply
+
+
 def own_answer(server, jpeg: bytes) -> dict:
     """What the model server itself answers for this image (no handler in between)."""
     body = {"instances": [{"b64": base64.b64encode(jpeg).decode()}]}
@@ -276,13 +285,7 @@ def test_the_tfrecord_posts_handler_with_tensorflow_in_its_requirements(tmp_path
     with serve_stack(models, tmp_path) as server:
         expected = [own_answer(server, data.jpeg_bytes(i)) for i in range(len(data.names))]
         for example, answer in zip(examples, expected, strict=True):
-            reply = requests.post(
-                f"{server.url}/invocations",
-                data=example,
-                headers={"Content-Type": "application/x-tfexample"},
-                timeout=60,
-            )
-            assert reply.status_code == 200, reply.text
+            reply = post_invocation(server, example, "application/x-tfexample")
             assert reply.json() == {"predictions": [answer]}
         assert extension_copies(stack_processes(server, str(tmp_path))) == {}
         log = server.log()
@@ -385,13 +388,7 @@ def test_the_object_detection_posts_image_to_numpy_handler(tmp_path, conv_model,
     jpegs = list(cij.random_jpegs(3, seed=7))
     with serve_stack(models, tmp_path) as server:
         for jpeg in jpegs:
-            reply = requests.post(
-                f"{server.url}/invocations",
-                data=jpeg,
-                headers={"Content-Type": "application/x-image"},
-                timeout=60,
-            )
-            assert reply.status_code == 200, reply.text
+            reply = post_invocation(server, jpeg, "application/x-image")
             image = Image.open(__import__("io").BytesIO(jpeg)).convert("RGB").resize((64, 64))
             pixels = (np.asarray(image, dtype=np.float32) / 255.0).tolist()
             port = server.rest_ports[0]

@@ -167,6 +167,24 @@ def fresh(path: Path) -> Path:
     return path
 
 
+def http_row(
+    key: str, label: str, goal: str, measured: dict[str, dict], side: str, ceiling: str, load: float
+) -> Row:
+    """`side` over the model server direct in `measured`; the row's ceiling is side `ceiling`
+    over it (the cheapest front end of its kind)."""
+    return Row(
+        key,
+        label,
+        goal,
+        ratio(measured, side),
+        load=load,
+        detail=measured,
+        figures=rates(measured, side),
+        ceiling=ratio(measured, ceiling),
+        cpu=stack_cpu(measured, side, "direct"),
+    )
+
+
 def predict_path(model: str) -> str:
     return f"/v1/models/{model}:predict"
 
@@ -196,29 +214,10 @@ def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
         )
         load = load_average()
     return [
-        Row(
-            "json_fast",
-            "JSON fast path / direct",
-            ">= 0.90",
-            ratio(measured, "json"),
-            load=load,
-            detail=measured,
-            figures=rates(measured, "json"),
-            ceiling=ratio(measured, "plain_proxy"),
-            cpu=stack_cpu(measured, "json", "direct"),
-        ),
-        Row(
-            "csv_fast",
-            "CSV fast path / direct",
-            ">= 0.90",
-            ratio(measured, "csv"),
-            load=load,
-            detail=measured,
-            figures=rates(measured, "csv"),
-            ceiling=ratio(measured, "plain_proxy"),
-            cpu=stack_cpu(measured, "csv", "direct"),
-        ),
-    ]
+        http_row(f"{side}_fast", f"{side.upper()} fast path / direct", ">= 0.90", measured, side,
+                 "plain_proxy", load)
+        for side in ("json", "csv")
+    ]  # fmt: skip
 
 
 def pass_through_rows(work: Path, args: argparse.Namespace) -> list[Row]:
@@ -242,18 +241,9 @@ def pass_through_rows(work: Path, args: argparse.Namespace) -> list[Row]:
             label = "Pass-through inference.py / direct" + (
                 ", concurrency 1" if concurrency == 1 else ""
             )
+            goal_text = f">= {goal:.2f}"
             rows.append(
-                Row(
-                    key,
-                    label,
-                    f">= {goal:.2f}",
-                    ratio(measured, "handler"),
-                    load=load_average(),
-                    detail=measured,
-                    figures=rates(measured, "handler"),
-                    ceiling=ratio(measured, "minimal"),
-                    cpu=stack_cpu(measured, "handler", "direct"),
-                )
+                http_row(key, label, goal_text, measured, "handler", "minimal", load_average())
             )
     return rows
 
@@ -287,17 +277,8 @@ def jpeg_row(work: Path, args: argparse.Namespace) -> Row:
             stack_pid=server.proc.pid,
         )
         load = load_average()
-    return Row(
-        "jpeg_classic",
-        "Classic JPEG inference.py (digits) / direct",
-        ">= 0.90",
-        ratio(measured, "inference_py"),
-        load=load,
-        detail=measured,
-        figures=rates(measured, "inference_py"),
-        ceiling=ratio(measured, "minimal"),
-        cpu=stack_cpu(measured, "inference_py", "direct"),
-    )
+    label = "Classic JPEG inference.py (digits) / direct"
+    return http_row("jpeg_classic", label, ">= 0.90", measured, "inference_py", "minimal", load)
 
 
 def cold_start_row(work: Path, args: argparse.Namespace) -> Row:

@@ -186,124 +186,49 @@ def json_body_cases() -> list[Case]:
 
 
 def json_lines_cases() -> list[Case]:
+    jl = {"content_type": JSONL}
     return [
-        ok(
-            "jsonl-crlf-and-blanks",
-            "\r\n1.0\r\n\r\n2.0\r\n",
-            '{"predictions": [3.5, 4.0]}\n',
-            content_type=JSONL,
-        ),
-        ok("jsonl-arrays", "[1.0, 2.0]\n[5.0, 10.0]\n", HP3_ROWS, content_type=JSONL),
-        ok("jsonl-one-tfs-request", '{"instances": [1.0, 2.0, 5.0]}\n', HP3, content_type=JSONL),
-        ok(
-            "jsonl-objects",
-            '{"x": 1.0}\n{"x": 2.0}',
-            '{"predictions": [3.5, 4.0]}\n',
-            content_type=JSONL,
-        ),
-        ok(
-            "jsonl-nan",
-            "NaN\n1.0\n-Infinity",
-            '{"predictions": [NaN, 3.5, -Infinity]}\n',
-            content_type=JSONL,
-        ),
-        ok(
-            "jsonl-out",
-            "1.0\n2.0\n5.0",
-            "3.5\n4.0\n5.5\n",
-            content_type=JSONL,
-            accept=JSONL,
-            response_type=JSONL,
-        ),
-        ok(
-            "jsonl-strings",
-            '"hello, world"\n"\\u00e9"',
-            '{"predictions": [12, 2]}\n',
-            model="strings",
-            content_type=JSONL,
-        ),
-        fail(
-            "jsonl-malformed-line",
-            "1.0\n\n[2.0\n3.0",
-            400,
-            "Malformed JSON Lines: line 3: Expecting ',' delimiter: line 1 column 5 (char 4)",
-            content_type=JSONL,
-        ),
+        ok("jsonl-crlf-and-blanks", "\r\n1.0\r\n\r\n2.0\r\n", '{"predictions": [3.5, 4.0]}\n',
+           **jl),
+        ok("jsonl-arrays", "[1.0, 2.0]\n[5.0, 10.0]\n", HP3_ROWS, **jl),
+        ok("jsonl-one-tfs-request", '{"instances": [1.0, 2.0, 5.0]}\n', HP3, **jl),
+        ok("jsonl-objects", '{"x": 1.0}\n{"x": 2.0}', '{"predictions": [3.5, 4.0]}\n', **jl),
+        ok("jsonl-nan", "NaN\n1.0\n-Infinity", '{"predictions": [NaN, 3.5, -Infinity]}\n', **jl),
+        ok("jsonl-out", "1.0\n2.0\n5.0", "3.5\n4.0\n5.5\n", accept=JSONL, response_type=JSONL,
+           **jl),
+        ok("jsonl-strings", '"hello, world"\n"\\u00e9"', '{"predictions": [12, 2]}\n',
+           model="strings", **jl),
+        fail("jsonl-malformed-line", "1.0\n\n[2.0\n3.0", 400,
+             "Malformed JSON Lines: line 3: Expecting ',' delimiter: line 1 column 5 (char 4)",
+             **jl),
         *empty_body_cases("jsonl", JSONL, "\n \n\r\n", "JSON Lines"),
-    ]
+    ]  # fmt: skip
 
 
 def csv_cases() -> list[Case]:
+    c = {"content_type": CSV}
     return [
-        ok("csv-one-column", "1.0\n2.0\n5.0", HP3, content_type=CSV),
-        ok("csv-columns", "1,2\n5,10\n", HP3_ROWS, content_type=CSV),
-        ok("csv-crlf-and-blanks", "1.0\r\n\r\n2.0\r\n5.0\r\n", HP3, content_type=CSV),
-        ok("csv-spaces", " 1.0 , 2.0 \n5.0,10.0", HP3_ROWS, content_type=CSV),
-        ok(
-            "csv-special-numbers",
-            "nan\n-inf\n1",
-            '{"predictions": [NaN, -Infinity, 3.5]}\n',
-            content_type=CSV,
-        ),
-        ok(
-            "csv-other-number-forms",
-            "+1\n.5\n1e1",
-            '{"predictions": [3.5, 3.25, 8.0]}\n',
-            content_type=CSV,
-        ),
-        ok(
-            "csv-header-present",
-            "x\n1.0\n2.0\n",
-            '{"predictions": [3.5, 4.0]}\n',
-            content_type="text/csv; header=present",
-        ),
-        ok(
-            "csv-numeric-header-present",
-            "1,2\n5,10\n",
-            '{"predictions": [[5.5, 8.0]]}\n',
-            content_type="text/csv;header=present",
-        ),
-        ok(
-            "csv-quoted-strings",
-            '"hello, world"\n"say ""hi"""\n"a\nb"\n',
-            '{"predictions": [12, 8, 3]}\n',
-            model="strings",
-            content_type=CSV,
-        ),
-        ok(
-            "csv-text", "abc\nd e\n", '{"predictions": [3, 3]}\n', model="strings", content_type=CSV
-        ),
-        ok(
-            "csv-latin-1",
-            b"caf\xe9\n",
-            '{"predictions": [5]}\n',
-            model="strings",
-            content_type="text/csv; charset=latin-1",
-        ),
-        ok(
-            "csv-out",
-            "1.0\n2.0\n5.0",
-            "3.5\n4.0\n5.5\n",
-            content_type=CSV,
-            accept=CSV,
-            response_type=CSV,
-        ),
-        model_error(
-            "csv-quoted-number-is-text",
-            '"1.0"\n',
-            400,
-            "is not of expected type: float",
-            content_type=CSV,
-        ),
-        fail(
-            "csv-ragged",
-            "1,2\n3\n",
-            400,
-            "Malformed CSV: line 2 has 1 fields, expected 2",
-            content_type=CSV,
-        ),
+        ok("csv-one-column", "1.0\n2.0\n5.0", HP3, **c),
+        ok("csv-columns", "1,2\n5,10\n", HP3_ROWS, **c),
+        ok("csv-crlf-and-blanks", "1.0\r\n\r\n2.0\r\n5.0\r\n", HP3, **c),
+        ok("csv-spaces", " 1.0 , 2.0 \n5.0,10.0", HP3_ROWS, **c),
+        ok("csv-special-numbers", "nan\n-inf\n1", '{"predictions": [NaN, -Infinity, 3.5]}\n', **c),
+        ok("csv-other-number-forms", "+1\n.5\n1e1", '{"predictions": [3.5, 3.25, 8.0]}\n', **c),
+        ok("csv-header-present", "x\n1.0\n2.0\n", '{"predictions": [3.5, 4.0]}\n',
+           content_type="text/csv; header=present"),
+        ok("csv-numeric-header-present", "1,2\n5,10\n", '{"predictions": [[5.5, 8.0]]}\n',
+           content_type="text/csv;header=present"),
+        ok("csv-quoted-strings", '"hello, world"\n"say ""hi"""\n"a\nb"\n',
+           '{"predictions": [12, 8, 3]}\n', model="strings", **c),
+        ok("csv-text", "abc\nd e\n", '{"predictions": [3, 3]}\n', model="strings", **c),
+        ok("csv-latin-1", b"caf\xe9\n", '{"predictions": [5]}\n', model="strings",
+           content_type="text/csv; charset=latin-1"),
+        ok("csv-out", "1.0\n2.0\n5.0", "3.5\n4.0\n5.5\n", accept=CSV, response_type=CSV, **c),
+        model_error("csv-quoted-number-is-text", '"1.0"\n', 400, "is not of expected type: float",
+                    **c),
+        fail("csv-ragged", "1,2\n3\n", 400, "Malformed CSV: line 2 has 1 fields, expected 2", **c),
         *empty_body_cases("csv", CSV, "\r\n\n", "CSV rows"),
-    ]
+    ]  # fmt: skip
 
 
 def output_cases() -> list[Case]:

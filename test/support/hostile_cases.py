@@ -18,7 +18,6 @@ import re
 import shutil
 import socket
 import struct
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +27,8 @@ from urllib.parse import quote
 
 import hypothesis.strategies as st
 import numpy as np
+
+from loopback import RequestLoop
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 DEADLINE = 60.0  # seconds for one answer (multi-model loads included)
@@ -787,41 +788,25 @@ def stack_is_right(ports: dict[str, int]) -> str | None:
     return None
 
 
-class Neighbour:
+class Neighbour(RequestLoop):
     """Known-valid requests on keep-alive connections, checked byte for byte, while cases run."""
 
+    REQUESTS = (VALID["fast"], VALID_VIA_SERVICE)
+
     def __init__(self, port: int) -> None:
-        self.port = port
-        self.stop = threading.Event()
+        super().__init__(port, 0.02, DEADLINE)
         self.sent = 0
         self.wrong: list[str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Neighbour:
-        self.thread.start()
-        return self
+    def next_request(self) -> tuple[str, str, bytes | None]:
+        return "POST", "/invocations", self.REQUESTS[self.sent % 2][0]
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(DEADLINE)
-
-    def _run(self) -> None:
-        requests = (VALID["fast"], VALID_VIA_SERVICE)
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=DEADLINE)
-        while not self.stop.is_set():
-            body, expected = requests[self.sent % 2]
-            try:
-                connection.request("POST", "/invocations", body)
-                got = connection.getresponse().read()
-            except (OSError, http.client.HTTPException) as err:
-                got = f"{type(err).__name__}: {err}".encode()
-                connection.close()
-                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=DEADLINE)
-            self.sent += 1
-            if got != expected and len(self.wrong) < 20:
-                self.wrong.append(repr(got[:200]))
-            self.stop.wait(0.02)
-        connection.close()
+    def answered(self, answer: tuple[int, bytes] | str, seconds: float) -> None:
+        got = answer.encode() if isinstance(answer, str) else answer[1]
+        expected = self.REQUESTS[self.sent % 2][1]
+        self.sent += 1
+        if got != expected and len(self.wrong) < 20:
+            self.wrong.append(repr(got[:200]))
 
 
 KIND_NAMES = {  # Case.kind as the table names it

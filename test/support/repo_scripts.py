@@ -11,7 +11,10 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py as module `name` (registered, so its dataclasses find their module)."""
+    """scripts/<name>.py as module `name` (registered, so its dataclasses find their module),
+    with scripts/ on sys.path as when the script runs (for the modules the scripts share)."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.append(str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -17,6 +17,7 @@ from sagemaker_serving.tfs_client.http11 import (
     MAX_HEADER_LINE,
     MAX_HEADERS,
     Answer,
+    Attempt,
     PastDeadline,
     Unreachable,
     chunk_size,
@@ -26,8 +27,6 @@ from sagemaker_serving.tfs_client.http11 import (
     parse_header_line,
     parse_status_line,
     request_head,
-    retry_after_failure,
-    settle,
 )
 
 HEAD_LIMIT = MAX_HEADERS * 256  # bytes of status line and headers read before refusing
@@ -69,17 +68,10 @@ class AsyncConnectionPool:
             async with asyncio.timeout_at(deadline):
                 while True:
                     conn = self._take(loop) or await self._connect()
-                    try:
-                        answer, reusable = await _exchange(conn, message)
-                    except Unreachable:
-                        if retry_after_failure(conn):
-                            continue
-                        raise
-                    except BaseException:
-                        conn.close()
-                        raise
-                    settle(conn, reusable, self._give_back)
-                    return answer
+                    with Attempt(conn, self._give_back) as attempt:
+                        attempt.done(*await _exchange(conn, message))
+                    if attempt.answer is not None:
+                        return attempt.answer
         except TimeoutError as exc:
             raise PastDeadline("reading the answer") from exc
 

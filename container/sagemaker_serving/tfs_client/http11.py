@@ -67,18 +67,10 @@ class ConnectionPool:
         meanwhile is retried once on a new one; anything else is Unreachable or PastDeadline."""
         head = request_head(method, path, self.host, self.port, body, headers)
         while True:
-            conn = self._take(deadline)
-            try:
-                answer, reusable = _exchange(conn, head, body, deadline)
-            except Unreachable:
-                if retry_after_failure(conn):
-                    continue
-                raise
-            except BaseException:
-                conn.close()
-                raise
-            settle(conn, reusable, self._give_back)
-            return answer
+            with Attempt(self._take(deadline), self._give_back) as attempt:
+                attempt.done(*_exchange(attempt.conn, head, body, deadline))
+            if attempt.answer is not None:
+                return attempt.answer
 
     def close(self) -> None:
         with self._lock:
@@ -168,20 +160,36 @@ def _headers(reader: io.BufferedReader) -> list[tuple[str, str]]:
 # ----- shared with async_http11 --------------------------------------------------------------
 
 
-def retry_after_failure(conn: Any) -> bool:
-    """After an Unreachable exchange: close `conn`; whether to retry on a new connection (only
-    when it was a kept-alive one, which the server may have closed meanwhile)."""
-    conn.close()
-    return conn.used
+class Attempt:
+    """One exchange on `conn`, as a with-block that reports it with `done(answer, reusable)`.
+    After a whole answer the connection goes back to its pool (`give_back`) when it can carry
+    another request, else it is closed. An Unreachable exchange closes it and, when it was a
+    kept-alive one (which the server may have closed meanwhile), is swallowed so that the caller
+    retries on a new connection (`answer` stays None); any other error closes it and goes on."""
 
+    __slots__ = ("answer", "conn", "give_back", "reusable")
 
-def settle(conn: Any, reusable: bool, give_back: Callable[[Any], None]) -> None:
-    """After a whole answer: `conn` goes back to its pool when it can carry another request."""
-    conn.used = True
-    if reusable:
-        give_back(conn)
-    else:
-        conn.close()
+    def __init__(self, conn: Any, give_back: Callable[[Any], None]) -> None:
+        self.conn, self.give_back = conn, give_back
+        self.answer: Answer | None = None
+        self.reusable = False
+
+    def done(self, answer: Answer, reusable: bool) -> None:
+        self.answer, self.reusable = answer, reusable
+
+    def __enter__(self) -> Attempt:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
+        if exc_type is not None:
+            self.conn.close()
+            return issubclass(exc_type, Unreachable) and self.conn.used
+        self.conn.used = True
+        if self.reusable:
+            self.give_back(self.conn)
+        else:
+            self.conn.close()
+        return False
 
 
 def parse_status_line(line: bytes) -> tuple[int, str, str]:

@@ -29,10 +29,10 @@ Not ported, having no observable counterpart here:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 from collections import Counter as Tally
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,11 +134,8 @@ def _mixed(*kinds: str) -> list[bytes]:
 
 
 def _warm(version_dir: Path, plane: DataPlane, iterations: int = 0) -> int:
-    servable = Servable("half_plus_two", 123, version_dir)
-    try:
+    with contextlib.closing(Servable("half_plus_two", 123, version_dir)) as servable:
         return run_warmup(servable, plane, iterations)
-    finally:
-        servable.close()
 
 
 def _warmup_metrics(plane: DataPlane, version_dir: Path) -> dict[str, tuple[int, int]]:
@@ -469,32 +466,27 @@ def _counter(name: str, label: str, value: str) -> Counter:
 
 
 @pytest.mark.parametrize(
-    ("make", "expected"),
+    ("name", "label", "value", "expected"),
     [
-        pytest.param(
-            lambda: _counter("/test/path/total", "name", "abc"),
-            ["# TYPE :test:path:total counter", ':test:path:total{name="abc"} 2'],
-            id="Counter",
-        ),
-        pytest.param(
-            lambda: _counter("/test/path/total", "name", '"abc\\"'),
-            ["# TYPE :test:path:total counter", ':test:path:total{name="\\"abc\\\\\\""} 2'],
-            id="SanitizeLabelValue",
-        ),
-        pytest.param(
-            lambda: _counter("/test/path/total", "my-name+1", "abc"),
-            ["# TYPE :test:path:total counter", ':test:path:total{my_name_1="abc"} 2'],
-            id="SanitizeLabelName",
-        ),
-        pytest.param(
-            lambda: _counter("0/path-total_count", "name", "abc"),
-            ["# TYPE _0:path:total_count counter", '_0:path:total_count{name="abc"} 2'],
-            id="SanitizeMetricName",
-        ),
+        pytest.param("/test/path/total", "name", "abc",
+                     ["# TYPE :test:path:total counter", ':test:path:total{name="abc"} 2'],
+                     id="Counter"),
+        pytest.param("/test/path/total", "name", '"abc\\"',
+                     ["# TYPE :test:path:total counter",
+                      ':test:path:total{name="\\"abc\\\\\\""} 2'],
+                     id="SanitizeLabelValue"),
+        pytest.param("/test/path/total", "my-name+1", "abc",
+                     ["# TYPE :test:path:total counter", ':test:path:total{my_name_1="abc"} 2'],
+                     id="SanitizeLabelName"),
+        pytest.param("0/path-total_count", "name", "abc",
+                     ["# TYPE _0:path:total_count counter", '_0:path:total_count{name="abc"} 2'],
+                     id="SanitizeMetricName"),
     ],
-)
-def test_PrometheusExporterTest_scalar(make: Callable[[], Counter], expected: list[str]) -> None:
-    assert "\n".join(expected) + "\n" in _page(make())
+)  # fmt: skip
+def test_PrometheusExporterTest_scalar(
+    name: str, label: str, value: str, expected: list[str]
+) -> None:
+    assert "\n".join(expected) + "\n" in _page(_counter(name, label, value))
 
 
 def test_PrometheusExporterTest_Histogram() -> None:

@@ -17,7 +17,6 @@ import shutil
 import socket
 import socketserver
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+import loopback
+from loopback import serving
 from process_utils import free_port, terminate
 from sagemaker_serving.config.access import Access, new_access, socket_dir
 from sagemaker_serving.config.settings import Settings
@@ -85,17 +86,6 @@ class ServiceLink:
     handles_invocations: bool
 
 
-@contextlib.contextmanager
-def _serving(server: socketserver.BaseServer) -> Iterator[None]:
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _as_gunicorn_leaves_it(path: Path, access: Access) -> None:
     """The stand-in's socket as the service's is (its umask, and python_service.when_ready's
     group): for serve's user and, as root, the workers' group only."""
@@ -134,7 +124,7 @@ def front_door(
         shutdown_grace=1,
     )
     conf.write()
-    with _serving(tfs), _serving(service):
+    with serving(tfs), serving(service):
         log = (tmp_path / "nginx.log").open("wb")
         nginx = subprocess.Popen(conf.command(), stdout=log, stderr=log)
         try:
@@ -154,13 +144,7 @@ def front_door(
 
 def ask(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
     """The answer, which must come within DEADLINE (a hang fails the test)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=DEADLINE)
-    try:
-        conn.request(method, path, body, {"Content-Type": "application/json"})
-        reply = conn.getresponse()
-        return reply.status, reply.read()
-    finally:
-        conn.close()
+    return loopback.ask(port, method, path, body, timeout=DEADLINE)
 
 
 AVAILABLE = b'{"model_version_status": [{"version": "1", "state": "AVAILABLE"}]}'

@@ -31,13 +31,31 @@ def undone_imports(monkeypatch):
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # wheels from code/wheelhouse only
 
 
-def loaded(tmp_path, name: str, code: str | None = None) -> LoadedModel:
+# code/ beside inference.py: a file that gives the model an environment of its own, and
+# requirements pip cannot install
+OWN_ENVIRONMENT = {"helper.py": "X = 1\n"}
+UNINSTALLABLE = {"requirements.txt": "no-such-package-anywhere==1.0\n"}
+
+
+def loaded(
+    tmp_path, name: str, code: str | None = None, files: dict[str, str] | None = None
+) -> LoadedModel:
+    """A model with code/inference.py `code` (none if None) and code/`files` beside it."""
     url = tmp_path / "models" / name
     (url / "1").mkdir(parents=True)
     if code is not None:
         (url / "code").mkdir()
         (url / "code" / "inference.py").write_text(code)
+    for file, text in (files or {}).items():
+        (url / "code" / file).write_text(text)
     return LoadedModel(name, str(url), internal_name(name), str(url), (1,))
+
+
+def refused(code: ModelCode, model: LoadedModel, seconds: float) -> MultiModelError:
+    """The error with which code.prepare refuses `model` within `seconds`."""
+    with pytest.raises(MultiModelError) as info:
+        code.prepare(model, time.monotonic() + seconds)
+    return info.value
 
 
 def handled(handlers: Handlers) -> object:
@@ -84,14 +102,11 @@ def test_inference_py_alone_runs_in_the_workers_and_is_tried_at_load(tmp_path, s
     code = model_code(tmp_path, site)
     assert code.prepare(model, time.monotonic() + 60) == model  # no handler processes
     broken = loaded(tmp_path, "b", "import json\nimport no_such_module_anywhere\n")
-    with pytest.raises(MultiModelError) as info:
-        code.prepare(broken, time.monotonic() + 60)
-    assert info.value.status == 400
-    assert "No module named 'no_such_module_anywhere' (inference.py, line 2)" in info.value.message
+    error = refused(code, broken, 60)
+    assert error.status == 400
+    assert "No module named 'no_such_module_anywhere' (inference.py, line 2)" in error.message
     hanging = loaded(tmp_path, "h", "import time\ntime.sleep(600)\n")
-    with pytest.raises(MultiModelError) as slow:
-        code.prepare(hanging, time.monotonic() + 2)
-    assert slow.value.status == 504
+    assert refused(code, hanging, 2).status == 504
 
 
 def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site, caplog):
@@ -120,48 +135,38 @@ def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site
 
 
 def test_a_failing_install_is_400_with_pips_message_and_leaves_nothing(tmp_path, site):
-    model = loaded(tmp_path, "m", "def handler(d, c): return 1\n")
-    (model.code_dir / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")
-    code = model_code(tmp_path, site)
-    with pytest.raises(MultiModelError) as info:
-        code.prepare(model, time.monotonic() + 120)
-    assert info.value.status == 400
-    assert info.value.message.startswith("pip install -r code/requirements.txt failed:\nERROR")
+    model = loaded(tmp_path, "m", "def handler(d, c): return 1\n", UNINSTALLABLE)
+    error = refused(model_code(tmp_path, site), model, 120)
+    assert error.status == 400
+    assert error.message.startswith("pip install -r code/requirements.txt failed:\nERROR")
     environments = tmp_path / "state" / "environments"
     assert not [p for p in environments.iterdir() if p.is_dir()]
 
 
 def test_an_import_error_in_its_own_processes_fails_the_load_with_400(tmp_path, site):
-    model = loaded(tmp_path, "m", "import no_such_module_anywhere\n")
-    (model.code_dir / "helper.py").write_text("X = 1\n")  # its own environment
-    code = model_code(tmp_path, site)
-    with pytest.raises(MultiModelError) as info:
-        code.prepare(model, time.monotonic() + 60)
-    assert info.value.status == 400
-    assert "No module named 'no_such_module_anywhere' (inference.py, line 1)" in info.value.message
+    model = loaded(tmp_path, "m", "import no_such_module_anywhere\n", OWN_ENVIRONMENT)
+    error = refused(model_code(tmp_path, site), model, 60)
+    assert error.status == 400
+    assert "No module named 'no_such_module_anywhere' (inference.py, line 1)" in error.message
     assert not list((tmp_path / "state" / "pools").iterdir())
 
 
 def test_past_the_bound_of_environments_a_load_is_507_before_any_install(tmp_path, site):
-    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
-    (first.code_dir / "helper.py").write_text("X = 1\n")
-    second = loaded(tmp_path, "b", "def handler(d, c): return 2\n")
-    (second.code_dir / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")
+    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
+    second = loaded(tmp_path, "b", "def handler(d, c): return 2\n", UNINSTALLABLE)
     code = model_code(tmp_path, site, max_count=1)
     registry = Registry(tmp_path / "state")
     prepared = code.prepare(first, time.monotonic() + 60)
     registry.write({"a": prepared}, registry.generation())
     try:
-        with pytest.raises(MultiModelError) as info:
-            code.prepare(second, time.monotonic() + 60)
-        assert info.value.status == 507 and "SAGEMAKER_MME_MAX_ENVIRONMENTS=1" in info.value.message
+        error = refused(code, second, 60)
+        assert error.status == 507 and "SAGEMAKER_MME_MAX_ENVIRONMENTS=1" in error.message
     finally:
         code.release(prepared)
 
 
 def test_pools_no_loaded_model_uses_are_stopped_once_older_than_a_load(tmp_path, site):
-    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
-    (first.code_dir / "helper.py").write_text("X = 1\n")
+    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
     code = model_code(tmp_path, site)
     prepared = code.prepare(first, time.monotonic() + 60)  # never listed (as after a crash)
     code.prepare(loaded(tmp_path, "b"), time.monotonic() + 60)
@@ -173,8 +178,7 @@ def test_pools_no_loaded_model_uses_are_stopped_once_older_than_a_load(tmp_path,
 
 
 def test_a_model_whose_pool_is_gone_gets_one_again(tmp_path, site):
-    model = loaded(tmp_path, "a", "def handler(d, c): return 1\n")
-    (model.code_dir / "helper.py").write_text("X = 1\n")
+    model = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
     code = model_code(tmp_path, site)
     registry = Registry(tmp_path / "state")
     prepared = code.prepare(model, time.monotonic() + 60)

@@ -11,14 +11,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import text_format
 
-from tfs_model_server.core.manager import (
-    ModelConfig,
-    ModelManager,
-    State,
-    aspired_versions,
-    scan_versions,
-    validate_config,
-)
+from tfs_model_server.core import manager as core_manager
+from tfs_model_server.core.manager import ModelConfig, ModelManager, State
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.errors import Code, ServingError
 
@@ -45,7 +39,7 @@ def states(manager: ModelManager, name: str) -> dict[int, State]:
 def test_scan_versions_takes_numeric_directories_first_one_wins(tmp_path: Path) -> None:
     for name in ("1", "007", "7", "-2", "abc", "9223372036854775808", "12"):
         (tmp_path / name).mkdir()
-    found = scan_versions(str(tmp_path))
+    found = core_manager.scan_versions(str(tmp_path))
     assert found == {1: tmp_path / "1", 7: tmp_path / "007", 12: tmp_path / "12"}
 
 
@@ -64,7 +58,7 @@ def test_aspired_versions_follow_the_policy(policy: str, expected: list[int]) ->
         f"model_version_policy {{ {policy} }}" if policy else "", ModelConfig()
     )
     on_disk = {v: Path(str(v)) for v in (1, 2, 3)}
-    assert sorted(aspired_versions(config, on_disk)) == expected
+    assert sorted(core_manager.aspired_versions(config, on_disk)) == expected
 
 
 @pytest.mark.parametrize(
@@ -90,7 +84,7 @@ def test_aspired_versions_follow_the_policy(policy: str, expected: list[int]) ->
     ],
 )
 def test_validate_config(configs: list[ModelConfig], message: str) -> None:
-    err = _error(validate_config, configs)
+    err = _error(core_manager.validate_config, configs)
     assert (err.code, err.message) == (Code.INVALID_ARGUMENT, message)
 
 

@@ -3,6 +3,7 @@ loaded (half_plus_two), and the records or files that fail the load."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -25,11 +26,8 @@ def version_dir(model_root: Path, tmp_path: Path) -> Path:
 
 
 def _warm(version_dir: Path, plane: DataPlane, iterations: int = 1) -> int:
-    servable = Servable("hp2", 123, version_dir)
-    try:
+    with contextlib.closing(Servable("hp2", 123, version_dir)) as servable:
         return run_warmup(servable, plane, iterations)
-    finally:
-        servable.close()
 
 
 def _classify_log(x: float) -> prediction_log_pb2.PredictionLog:
