@@ -57,7 +57,7 @@ def client_bytes(content_type: str | None) -> Iterator[None]:
     except Exception as err:
         what = media_type(content_type) or "request"
         raise PayloadError(
-            400, f"Could not decode the {what} body: {type(err).__name__}: {err}"
+            f"Could not decode the {what} body: {type(err).__name__}: {err}", 400
         ) from None
 
 
@@ -69,7 +69,7 @@ def _decode_request(
 ) -> ModelRequest:
     if method not in METHODS:
         raise PayloadError(
-            400, f"Unsupported method: {method} (expected predict, classify or regress)"
+            f"Unsupported method: {method} (expected predict, classify or regress)", 400
         )
     ctype = media_type(content_type)
     if ctype in JSON_TYPES:
@@ -86,4 +86,4 @@ def _decode_request(
         return decode_npy(body, inputs)
     if ctype in TFEXAMPLE_TYPES:
         return decode_tfexample(body, inputs, method)
-    raise PayloadError(415, f"Unsupported Media Type: {content_type or 'Unknown'}")
+    raise PayloadError(f"Unsupported Media Type: {content_type or 'Unknown'}", 415)
