@@ -42,8 +42,9 @@ def write_error(resp: Response, status: int, message: str, request_id: str) -> N
 
 async def _answer(req: Request, resp: Response, ex: Exception, params: dict) -> None:
     """falcon's error handler: whatever a responder raised, as its JSON error answer."""
-    status, message = status_and_message(ex)
-    write_error(resp, status, message, req.get_header("X-Request-Id") or "")
+    request_id = req.get_header("X-Request-Id") or ""
+    status, message = status_and_message(ex, f"unhandled error (request {request_id})")
+    write_error(resp, status, message, request_id)
     if isinstance(ex, falcon.HTTPError):
         for name, value in dict(ex.headers or {}).items():
             if name.lower() == "allow":  # falcon lists OPTIONS, which every route refuses
