@@ -15,8 +15,8 @@ from typing import Protocol, TypeVar
 import pytest
 import requests
 
+from model_server_process import ModelServerProcess
 from process_utils import free_port_range, terminate
-from tfs_model_server.process import ModelServerProcess
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

@@ -251,7 +251,7 @@ def front_metrics_hook(fd: int | None, token: str):
 
 def when_ready(server) -> None:
     """gunicorn chowns its unix socket to its own group; in a setgid directory (serve as
-    root: service_access.socket_dir) the socket gets the directory's group back, so that
+    root: config.access.socket_dir) the socket gets the directory's group back, so that
     nginx's workers (and nothing else but root) can connect."""
     for listener in server.LISTENERS:
         address = listener.cfg_addr
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     parser.add_argument("--umask", type=lambda text: int(text, 8), default=0o177)
-    parser.add_argument("--token-fd", type=int, required=True, help="service_access.token_fd")
+    parser.add_argument("--token-fd", type=int, required=True, help="config.access.token_fd")
     parser.add_argument("--front-metrics-fd", type=int, help="inherited socket: front_metrics.py")
     args = parser.parse_args(argv)
     log_setup.configure(args.log_level, args.log_format)

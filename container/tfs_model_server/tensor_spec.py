@@ -21,11 +21,6 @@ class TensorSpec:
     dtype: int
     shape: tuple[int | None, ...] | None
 
-    @property
-    def dtype_name(self) -> str:
-        """TF's name of the dtype, e.g. 'float' for DT_FLOAT (as TF Serving prints it)."""
-        return DTYPE_NAMES.get(self.dtype, types_pb2.DataType.Name(self.dtype))
-
 
 # DataTypeString() names used in TF Serving's error messages.
 DTYPE_NAMES: dict[int, str] = {

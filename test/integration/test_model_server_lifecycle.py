@@ -13,7 +13,7 @@ import requests
 
 import example_models as em
 from conftest import VENV_BIN, model_server, start_model_server
-from tfs_model_server.process import ModelServerProcess
+from model_server_process import ModelServerProcess
 
 SERVER = str(VENV_BIN / "tfs-model-server")
 

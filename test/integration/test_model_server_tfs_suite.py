@@ -63,7 +63,7 @@ from tensorflow_serving.apis import (
 )
 
 from conftest import OUR_SERVER, model_server
-from tfs_model_server.process import ModelServerProcess
+from model_server_process import ModelServerProcess
 from tfs_testdata_dir import TESTDATA
 
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"  # _GetSavedModelBundlePath

@@ -20,13 +20,12 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-from tfs_model_server.process import ModelServerProcess
-
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))  # example_models
 from loadgen import bench_arguments, new_report, run_load, write_report
 
 import example_models as em
+from model_server_process import ModelServerProcess
 
 OUR_SERVER = str(Path(sys.executable).parent / "tfs-model-server")
 

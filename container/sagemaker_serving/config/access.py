@@ -65,13 +65,6 @@ def socket_dir(access: Access) -> Path:
     return path
 
 
-def restrict_socket(path: Path, access: Access) -> None:
-    """A socket serve made: for serve's user (and, as root, the workers' group) only."""
-    if access.group is not None:
-        os.chown(path, 0, access.group)
-    os.chmod(path, access.socket_mode)
-
-
 def token_fd(token: str) -> int:
     """An anonymous in-memory file holding the secret, for the service to inherit."""
     fd = os.memfd_create("sagemaker-serving-token")

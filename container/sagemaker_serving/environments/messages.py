@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from sagemaker_serving.tfs_client.responses import as_response
 from sagemaker_serving.user_code.handler_api import Context
 
 
@@ -46,38 +47,12 @@ def context_fields(context: Context) -> dict[str, Any]:
     return fields
 
 
-class OnePieceBody:
-    """A body as `requests.Response.raw`: read whole by `.content`, in one piece."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data: bytes | None = data
-
-    def read(self, amt: Any = None, **_: Any) -> bytes:
-        data, self._data = self._data or b"", b""
-        return data
-
-    def close(self) -> None:
-        self._data = b""
-
-
 def make_response(meta: dict[str, Any], body: bytes) -> Any:
-    """The model server's answer as a requests.Response (the user's requests), through its
-    public attributes."""
-    import requests
-    from requests.structures import CaseInsensitiveDict
-    from requests.utils import get_encoding_from_headers
-
-    reply = requests.Response()
-    reply.status_code = int(meta["status"])
-    reply.reason = meta.get("reason") or ""
-    reply.headers = CaseInsensitiveDict(meta.get("headers") or {})
-    reply.raw = OnePieceBody(body)
-    reply.url = meta.get("url") or ""
-    request = requests.PreparedRequest()  # what was asked, without parsing the URL again
-    request.method, request.url, request.headers = "POST", reply.url, CaseInsensitiveDict()
-    reply.request = request
-    reply.encoding = get_encoding_from_headers(reply.headers)
-    return reply
+    """The model server's answer as a requests.Response (the user's requests)."""
+    headers = meta.get("headers") or {}
+    return as_response(
+        int(meta["status"]), meta.get("reason") or "", headers, body, meta.get("url") or ""
+    )
 
 
 def response_meta(response: Any) -> tuple[dict[str, Any], bytes]:

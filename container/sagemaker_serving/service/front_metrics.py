@@ -2,7 +2,7 @@
 
 nginx logs a line per such request, `route status model seconds`, to a buffered file that
 serve relays (front_log_relay.py) to a loopback UDP port in reports: datagrams of whole lines
-after a first line holding the run's secret (service_access.py; a datagram without it is
+after a first line holding the run's secret (config/access.py; a datagram without it is
 dropped). UDP, not a unix socket: Linux queues at most net.unix.max_dgram_qlen (10)
 datagrams on a unix datagram socket; a UDP socket queues up to its receive buffer
 (RECEIVE_BUFFER, capped by net.core.rmem_max: seconds of reports). Each gunicorn worker counts

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
@@ -25,24 +26,15 @@ from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.routing import Route, parse_route
 from sagemaker_serving.tfs_client import wire as tfs_wire
 from sagemaker_serving.tfs_client.client import ModelServerClient
-from sagemaker_serving.user_code import contract as handler_contract
+from sagemaker_serving.user_code import chain
 from sagemaker_serving.user_code.handler_api import Context
-from sagemaker_serving.user_code.loading import HandlerProcesses, Handlers
+from sagemaker_serving.user_code.loading import Handler, HandlerProcesses, Handlers
 
 
 def _named(message: str, internal: str | None, name: str | None) -> str:
     """A multi-model error in the client's words: the model server's name of the model
     (mme-<hash>) replaced by the name the client invoked."""
     return message.replace(internal, name) if internal and name else message
-
-
-def _concrete_type(accept: str | None) -> str:
-    """The first non-wildcard type in Accept, else application/json (never `*/*`)."""
-    for item in (accept or "").split(","):
-        media = item.split(";")[0].strip()
-        if media and "*" not in media:
-            return media
-    return "application/json"
 
 
 class Invocations:
@@ -98,7 +90,8 @@ class Invocations:
             data = io.BytesIO(await req.stream.read())
             # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
             # proxy timeout; its thread (or the event loop) is never interrupted.
-            body, content_type = await self._run(data, context, handlers)
+            with self.formats.active():  # handlers may call default_input/output_handler
+                body, content_type = await chain.run(handlers, data, context, self)
             if time.monotonic() > deadline + 0.5:
                 raise StatusError(
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
@@ -115,14 +108,14 @@ class Invocations:
             REQUEST_ID.reset(request_token)
 
     def _context(self, req: Request, route: Route, request_id: str, deadline: float):
-        index = self.client.pick()
+        target = self.client.next_target()
         return Context(
             model_name=route.model_given,
             model_version=route.version,
             method=route.method_given,
-            rest_uri=self.client.rest.uri(index, route.path()),
-            grpc_port=self.client.grpc_ports[index],
-            channel=self.client.grpc.channel(index),
+            rest_uri=target.rest_base + route.path(),
+            grpc_port=target.grpc_port,
+            channel=target.channel or self.client.connect(target),
             custom_attributes=req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
             request_content_type=req.get_header("Content-Type") or "application/json",
             accept_header=req.get_header("Accept") or "application/json",
@@ -133,71 +126,46 @@ class Invocations:
             default_model_name=self.config.default_model,
         )
 
-    async def _run(
-        self, data: io.BytesIO, context: Context, handlers: Handlers
-    ) -> tuple[bytes, str]:
-        with self.formats.active():  # handlers may call default_input/output_handler
-            if handlers.remote is not None and handlers.remote.has("handler"):
-                with self.metrics.stage("handler"):
-                    body, content_type = await self._remote(
-                        handlers.remote, "handler", data.getvalue(), context
-                    )
-                return body, content_type or _concrete_type(context.accept_header)
-            if handlers.handler is not None:
-                with self.metrics.stage("handler"):  # it calls the model server: a thread
-                    result = await self.placement.thread(handlers.handler, data, context)
-                return self._result(result, context, handlers.handler, "handler")
-            return await self._handlers(data, context, handlers)
+    # ----- what the service does for user_code.chain (its ServiceSide) ----------------------
 
-    async def _handlers(
-        self, data: io.BytesIO, context: Context, handlers: Handlers
-    ) -> tuple[bytes, str]:
-        place = self.placement
-        with self.metrics.stage("input_handler"):
-            request: Any
-            if handlers.remote is not None and handlers.remote.has("input_handler"):
-                request, _ = await self._remote(
-                    handlers.remote, "input_handler", data.getvalue(), context
-                )
-            elif handlers.input_handler is not None:
-                value = await place.handler(handlers.input_handler, data, context)
-                request = handler_contract.request_body(value, handlers.input_handler)
-            else:
-                waits = self.formats.may_wait(context, len(data.getbuffer()))
-                request = await place.ours(waits, self.formats.request, data, context, True)
-        with self.metrics.stage("model_server"):
-            if isinstance(request, TensorRequest):
-                outputs = await place.thread(self._tensor_predict, request, context)
-            else:
-                body = request.body if isinstance(request, ModelRequest) else request
-                response = await self.client.rest.arequest(
-                    "POST", context.rest_uri, body, context.deadline
-                )
-        with self.metrics.stage("output_handler"):
-            if isinstance(request, TensorRequest):
-                return await place.thread(self.formats.tensor_answer, outputs, context)
-            if handlers.remote is not None and handlers.remote.has("output_handler"):
-                meta, content = response_meta(response)
-                body, content_type = await self._remote(
-                    handlers.remote, "output_handler", content, context, meta
-                )
-                return body, content_type or _concrete_type(context.accept_header)
-            if handlers.output_handler is not None:
-                result = await place.handler(handlers.output_handler, response, context)
-                return self._result(result, context, handlers.output_handler, "output_handler")
-            large = len(response.content) > LARGE_PAYLOAD
-            return await place.ours(large, self.formats.answer, response, context)
+    def stage(self, name: str) -> AbstractContextManager[Any]:
+        return self.metrics.stage(name)
 
-    async def _remote(
-        self,
-        pool: HandlerProcesses,
-        fn: str,
-        body: bytes,
-        context: Context,
-        response: dict | None = None,
+    async def in_place(self, fn: Handler, *args: Any) -> Any:
+        return await self.placement.handler(fn, *args)
+
+    async def threaded(self, fn: Handler, *args: Any) -> Any:
+        return await self.placement.thread(fn, *args)
+
+    async def remote(
+        self, pool: HandlerProcesses, fn: str, body: bytes, context: Context, response: Any = None
     ) -> tuple[bytes, str | None]:
         """A handler in its environment's processes (environments/remote.py)."""
-        return await pool.call(fn, body, context, self._callback, response)
+        meta = None
+        if response is not None:
+            meta, body = response_meta(response)
+        return await pool.call(fn, body, context, self._callback, meta)
+
+    async def builtin_request(self, data: io.BytesIO, context: Context) -> Any:
+        waits = self.formats.may_wait(context, len(data.getbuffer()))
+        return await self.placement.ours(waits, self.formats.request, data, context, True)
+
+    async def model_server(self, request: Any, context: Context) -> Any:
+        if isinstance(request, TensorRequest):
+            return await self.placement.thread(self._tensor_predict, request, context)
+        body = request.body if isinstance(request, ModelRequest) else request
+        return await self.client.rest.arequest("POST", context.rest_uri, body, context.deadline)
+
+    def answers_itself(self, request: Any) -> bool:
+        return isinstance(request, TensorRequest)
+
+    async def builtin_answer(
+        self, request: Any, response: Any, context: Context
+    ) -> tuple[bytes, str]:
+        if isinstance(request, TensorRequest):
+            return await self.placement.thread(self.formats.tensor_answer, response, context)
+        large = len(response.content) > LARGE_PAYLOAD
+        return await self.placement.ours(large, self.formats.answer, response, context)
 
     async def _callback(
         self, fn: str, header: dict, body: bytes, context: Context
@@ -235,7 +203,3 @@ class Invocations:
         )
         index = self.client.grpc_ports.index(context.grpc_port)
         return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))
-
-    def _result(self, result: Any, context: Context, fn: Any, role: str) -> tuple[bytes, str]:
-        body, content_type = handler_contract.answer(result, fn, role)
-        return body, content_type or _concrete_type(context.accept_header)

@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from sagemaker_serving.tfs_client.grpc import GrpcClient
-from sagemaker_serving.tfs_client.rest import RestClient
+from sagemaker_serving.tfs_client.rest import HOST, RestClient
+
+
+@dataclass
+class Target:
+    """One instance as a request's context names it: where its REST API is, its gRPC port and
+    the shared grpc.Channel to it (made by `ModelServerClient.connect` on first use)."""
+
+    index: int
+    rest_base: str
+    grpc_port: int
+    channel: Any = None
 
 
 class ModelServerClient:
@@ -16,6 +29,12 @@ class ModelServerClient:
         self.rest = RestClient(rest_ports)
         self.grpc = GrpcClient(grpc_ports)
         self._next = itertools.count()
+        self.targets = [
+            Target(i, f"http://{HOST}:{rest}", grpc)
+            for i, (rest, grpc) in enumerate(zip(rest_ports, grpc_ports, strict=True))
+        ]
+        # round robin over the targets in C (a request's context costs no call of ours)
+        self.next_target = itertools.cycle(self.targets).__next__
 
     @property
     def rest_ports(self) -> list[int]:
@@ -28,6 +47,12 @@ class ModelServerClient:
     def pick(self) -> int:
         """An instance index, round robin."""
         return next(self._next) % len(self.rest.ports)
+
+    def connect(self, target: Target) -> Any:
+        """The target's grpc.Channel, made now if it was not yet."""
+        if target.channel is None:
+            target.channel = self.grpc.channel(target.index)
+        return target.channel
 
     def metadata(self, model: str, version: str | None, deadline: float) -> dict:
         """The REST metadata of `model` (`version`), cached (RestClient.metadata)."""

@@ -21,9 +21,7 @@ from urllib.parse import urlsplit
 
 import requests
 from requests.structures import CaseInsensitiveDict
-from requests.utils import get_encoding_from_headers
 
-from sagemaker_serving.environments.messages import OnePieceBody
 from sagemaker_serving.tfs_client import health
 from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
 from sagemaker_serving.tfs_client.errors import (
@@ -33,6 +31,7 @@ from sagemaker_serving.tfs_client.errors import (
     ModelServerUnavailable,
 )
 from sagemaker_serving.tfs_client.http11 import Answer, ConnectionPool, PastDeadline, Unreachable
+from sagemaker_serving.tfs_client.responses import as_response
 
 log = logging.getLogger(__name__)
 
@@ -198,16 +197,10 @@ def _model_server_errors() -> Iterator[None]:
 
 
 def response(answer: Answer, request: requests.PreparedRequest) -> requests.Response:
-    """A `requests.Response` of `answer` through its public attributes (the body as `raw`)."""
-    reply = requests.Response()
-    reply.status_code = answer.status
-    reply.reason = answer.reason
-    reply.headers = CaseInsensitiveDict(answer.headers)
-    reply.raw = OnePieceBody(answer.body)
-    reply.url = request.url or ""
-    reply.request = request
-    reply.encoding = get_encoding_from_headers(reply.headers)
-    return reply
+    """A `requests.Response` of `answer` (the body as `raw`)."""
+    return as_response(
+        answer.status, answer.reason, answer.headers, answer.body, request.url or "", request
+    )
 
 
 def error_text(reply: requests.Response) -> str:

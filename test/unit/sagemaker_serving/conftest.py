@@ -15,12 +15,12 @@ import falcon.testing
 import pytest
 
 from conftest import model_server
+from model_server_process import ModelServerProcess
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import hidden as user_imports
 from sagemaker_serving.environments.hidden import HiddenPackages
 from sagemaker_serving.python_service import create_app
 from sagemaker_serving.tfs_client import health
-from tfs_model_server.process import ModelServerProcess
 
 HALF_PLUS_TWO_VERSION = 123  # half_plus_two: y = 0.5x + 2
 HALF_PLUS_THREE_VERSIONS = (123, 124)  # half_plus_three: y = 0.5x + 3, both served

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import shutil
 import socket
 import socketserver
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from process_utils import free_port, terminate
-from sagemaker_serving.config.access import Access, new_access, restrict_socket, socket_dir
+from sagemaker_serving.config.access import Access, new_access, socket_dir
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import find_nginx, nginx_conf
 from sagemaker_serving.serve import new_ready_file
@@ -95,6 +96,14 @@ def _serving(server: socketserver.BaseServer) -> Iterator[None]:
         server.server_close()
 
 
+def _as_gunicorn_leaves_it(path: Path, access: Access) -> None:
+    """The stand-in's socket as the service's is (its umask, and python_service.when_ready's
+    group): for serve's user and, as root, the workers' group only."""
+    if access.group is not None:
+        os.chown(path, 0, access.group)
+    os.chmod(path, access.socket_mode)
+
+
 @contextlib.contextmanager
 def front_door(
     tmp_path: Path, env: dict[str, str], user_code: bool, model: str = "m"
@@ -107,7 +116,7 @@ def front_door(
     socket_path = sockets / "gunicorn.sock"
     tfs = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
     service = UnixHTTPServer(str(socket_path), Backend)
-    restrict_socket(socket_path, access)
+    _as_gunicorn_leaves_it(socket_path, access)
     ready_file = new_ready_file()
     ready_file.touch()
     port = free_port()

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tfs_rest_json
+from tfs_rest_json import numbers as number_text
+from tfs_rest_json.numbers import SCALAR_MAX
 
 F32 = np.float32
 
@@ -133,14 +135,14 @@ def test_float32_any_bit_pattern(bit_patterns):
 def test_float32_chunks_give_the_same_text(monkeypatch, chunk, shape, row):
     array = np.random.default_rng(9).standard_normal(shape).astype(F32)
     expected = tfs_rest_json.predict_response({"y": array}, row)
-    monkeypatch.setattr(tfs_rest_json, "SCALAR_MAX", 0)  # every size through the tables
-    monkeypatch.setattr(tfs_rest_json, "_CHUNK", chunk)
+    monkeypatch.setattr(number_text, "SCALAR_MAX", 0)  # every size through the tables
+    monkeypatch.setattr(number_text, "_CHUNK", chunk)
     assert tfs_rest_json.predict_response({"y": array}, row) == expected
 
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=tfs_rest_json.SCALAR_MAX + 2),
+    st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=SCALAR_MAX + 2),
     st.integers(1, 8),
 )
 def test_float32_small_vectors_per_value_give_the_tables_text(bit_patterns, group):
@@ -157,10 +159,10 @@ def test_float32_small_vectors_skip_the_tables(monkeypatch):
     calls = []
     table_text = tfs_rest_json.float32_text
     monkeypatch.setattr(
-        tfs_rest_json, "float32_text", lambda *a: calls.append(a[0].size) or table_text(*a)
+        number_text, "float32_text", lambda *a: calls.append(a[0].size) or table_text(*a)
     )
-    small = np.arange(tfs_rest_json.SCALAR_MAX, dtype=F32) / 3
-    large = np.arange(tfs_rest_json.SCALAR_MAX + 1, dtype=F32) / 3
+    small = np.arange(SCALAR_MAX, dtype=F32) / 3
+    large = np.arange(SCALAR_MAX + 1, dtype=F32) / 3
     assert tfs_rest_json.float32_joined(small, 4, ",") == table_text(small, 4, ",")
     assert calls == []
     assert tfs_rest_json.float32_joined(large, 5, ",") == table_text(large, 5, ",")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from model_server_process import ModelServerProcess, model_states
 from process_utils import free_port
-from tfs_model_server.process import ModelServerProcess, model_states
 
 
 def test_our_server_also_binds_the_host(tmp_path: Path) -> None:

@@ -1,0 +1,49 @@
+"""The model server's answer as the `requests.Response` handlers receive, built through its
+public attributes: the service's (tfs_client.rest) and a handler process's
+(environments.messages) alike. Standard library only until a Response is built (requests is
+then imported: the user's version in a handler process, the service's in the service)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class OnePieceBody:
+    """A body as `requests.Response.raw`: read whole by `.content`, in one piece."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data: bytes | None = data
+
+    def read(self, amt: Any = None, **_: Any) -> bytes:
+        data, self._data = self._data or b"", b""
+        return data
+
+    def close(self) -> None:
+        self._data = b""
+
+
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+def as_response(
+    status: int, reason: str, headers: Headers, body: bytes, url: str, request: Any = None
+) -> Any:
+    """A requests.Response of an answer; `request` is what was asked (a bare POST to `url`
+    when not given, without parsing the URL again)."""
+    import requests
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+
+    reply = requests.Response()
+    reply.status_code = status
+    reply.reason = reason
+    reply.headers = CaseInsensitiveDict(headers)
+    reply.raw = OnePieceBody(body)
+    reply.url = url
+    if request is None:
+        request = requests.PreparedRequest()
+        request.method, request.url, request.headers = "POST", url, CaseInsensitiveDict()
+    reply.request = request
+    reply.encoding = get_encoding_from_headers(reply.headers)
+    return reply
