@@ -12,10 +12,18 @@
 // JSON.stringify per value. What needs more than that (CSV with quotes, text or special
 // numbers, JSON that does not parse) is handed to the Python service, which applies the same
 // format rules.
+//
+// The contract's tables (routing rules, media types, Accept names, limits) are not written
+// here: serve writes them from their Python homes into tfs_rules.js beside the rendered
+// nginx.conf (sagemaker_serving/launcher/njs_tables.py), so the two paths cannot drift.
 
-var NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$/;
-var VERSION_RE = /^[0-9]{1,19}$/;
-var MAX_ECHO = 200;  // characters of a client's header echoed in an error message
+import RULES from 'tfs_rules.js';
+
+var NAME_RE = new RegExp(RULES.modelNamePattern);
+var VERSION_RE = new RegExp(RULES.modelVersionPattern);
+var MAX_ECHO = RULES.maxEcho;  // characters of a client's header echoed in an error message
+var ATTRIBUTES = RULES.attributesHeader;
+var ATTRIBUTES_LOWER = ATTRIBUTES.toLowerCase();
 
 // Lookup tables without a prototype: `constructor` or `__proto__` are not entries.
 function table(entries) {
@@ -32,14 +40,20 @@ function has(t, key) {
     return Object.prototype.hasOwnProperty.call(t, key);
 }
 
-var METHODS = table({predict: 'instances', classify: 'examples', regress: 'examples'});
-// curl -d sends application/x-www-form-urlencoded: such bodies are read as JSON.
-var JSON_TYPES = table({'application/json': 1, 'application/x-www-form-urlencoded': 1});
-var JSONLINES_TYPES = table({
-    'application/jsonlines': 1, 'application/jsons': 1, 'application/x-jsonlines': 1,
-    'application/json-lines': 1, 'application/x-ndjson': 1, 'application/ndjson': 1
-});
-var CSV_TYPES = table({'text/csv': 1});
+// A lookup table of the names in `list`.
+function nameSet(list) {
+    var t = Object.create(null);
+    for (var i = 0; i < list.length; i++) {
+        t[list[i]] = 1;
+    }
+    return t;
+}
+
+var METHODS = table(RULES.methods);  // method -> the request key of its records
+var JSON_TYPES = nameSet(RULES.jsonTypes);
+var JSONLINES_TYPES = nameSet(RULES.jsonLinesTypes);
+var CSV_TYPES = nameSet([RULES.csv]);
+var UTF8_CHARSETS = nameSet(RULES.utf8Charsets);
 // A sentinel string that stands for a NaN/Infinity token of a request while JSON.parse sees it.
 var SENTINEL_JSON = '"\\u0000tfs:';
 
@@ -62,7 +76,7 @@ function quoted(text) {
 }
 
 function sendJson(r, status, obj) {
-    r.headersOut['Content-Type'] = 'application/json';
+    r.headersOut['Content-Type'] = RULES.json;
     r.return(status, JSON.stringify(obj) + '\n');
 }
 
@@ -84,9 +98,14 @@ function handOver(r) {
 
 // ----- custom attributes ---------------------------------------------------------------------
 
+function invalidAttribute(key, value) {
+    return new HttpError(400, 'Invalid ' + key + ' in ' + ATTRIBUTES + ': ' + quoted(value)
+        + ' (expected ' + RULES.expected[key] + ')');
+}
+
 function routing(r) {
-    var route = {model: r.variables.tfs_default_model, version: null, method: 'predict'};
-    var header = r.headersIn['X-Amzn-SageMaker-Custom-Attributes'];
+    var route = {model: r.variables.tfs_default_model, version: null, method: RULES.defaultMethod};
+    var header = r.headersIn[ATTRIBUTES];
     if (!header) {
         return route;
     }
@@ -96,22 +115,19 @@ function routing(r) {
         var eq = pair.indexOf('=');
         var key = (eq < 0 ? pair : pair.slice(0, eq)).trim();
         var value = eq < 0 ? '' : pair.slice(eq + 1).trim();
-        if (key === 'tfs-model-name') {
+        if (key === RULES.modelNameKey) {
             if (!NAME_RE.test(value)) {
-                throw new HttpError(400, 'Invalid tfs-model-name in X-Amzn-SageMaker-Custom-Attributes: '
-                    + quoted(value) + ' (expected letters, digits, ".", "_" or "-")');
+                throw invalidAttribute(key, value);
             }
             route.model = value;
-        } else if (key === 'tfs-model-version') {
+        } else if (key === RULES.modelVersionKey) {
             if (!VERSION_RE.test(value)) {
-                throw new HttpError(400, 'Invalid tfs-model-version in X-Amzn-SageMaker-Custom-Attributes: '
-                    + quoted(value) + ' (expected a non-negative integer)');
+                throw invalidAttribute(key, value);
             }
             route.version = value;
-        } else if (key === 'tfs-method') {
+        } else if (key === RULES.methodKey) {
             if (!has(METHODS, value)) {
-                throw new HttpError(400, 'Invalid tfs-method in X-Amzn-SageMaker-Custom-Attributes: '
-                    + quoted(value) + ' (expected predict, classify or regress)');
+                throw invalidAttribute(key, value);
             }
             route.method = value;
         }
@@ -125,7 +141,7 @@ function repeatedAttributes(r) {
     var raw = r.rawHeadersIn;
     var seen = 0;
     for (var i = 0; i < raw.length; i++) {
-        if (raw[i][0].toLowerCase() === 'x-amzn-sagemaker-custom-attributes' && ++seen > 1) {
+        if (raw[i][0].toLowerCase() === ATTRIBUTES_LOWER && ++seen > 1) {
             return '1';
         }
     }
@@ -206,12 +222,14 @@ function allOfType(list, type) {
 
 function isTfsRequest(doc) {
     return doc !== null && typeof doc === 'object' && !Array.isArray(doc)
-        && (has(doc, 'instances') || has(doc, 'inputs') || has(doc, 'examples'));
+        && RULES.requestKeys.some(function (key) {
+            return has(doc, key);
+        });
 }
 
 // A body that starts as a TF Serving request does is one (its first key is a top-level key):
 // it passes through unparsed, so a large batch costs no parse here (the model server parses it).
-var TFS_REQUEST_START = /^\s*\{\s*"(instances|inputs|examples)"\s*:/;
+var TFS_REQUEST_START = new RegExp('^\\s*\\{\\s*"(' + RULES.requestKeys.join('|') + ')"\\s*:');
 
 function jsonBody(text, key) {
     if (TFS_REQUEST_START.test(text.slice(0, 64))) {
@@ -303,8 +321,8 @@ function plainCsv(header) {
     for (var i = 1; i < params.length; i++) {
         var eq = params[i].indexOf('=');
         var name = params[i].slice(0, eq < 0 ? params[i].length : eq).trim().toLowerCase();
-        var value = eq < 0 ? '' : params[i].slice(eq + 1).trim().toLowerCase();
-        if (name !== 'charset' || value !== 'utf-8' && value !== 'utf8' && value !== '"utf-8"') {
+        var value = eq < 0 ? '' : params[i].slice(eq + 1).trim().replace(/^"+|"+$/g, '');
+        if (name !== 'charset' || !has(UTF8_CHARSETS, value.toLowerCase())) {
             return false;
         }
     }
@@ -334,11 +352,9 @@ function requestBody(r, route, contentType) {
 // ----- Accept ---------------------------------------------------------------------------------
 
 // Supported answer types in tie-break order (a wildcard prefers the earliest).
-var ACCEPT_TYPES = ['application/json', 'application/jsonlines', 'application/jsons',
-    'application/x-jsonlines', 'application/json-lines', 'application/x-ndjson',
-    'application/ndjson', 'text/csv'];
-var SUPPORTED = 'application/json, application/jsonlines, text/csv';
-var QVALUE_RE = /^(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)$/;
+var ACCEPT_TYPES = RULES.acceptTypes;
+var SUPPORTED = RULES.supported;
+var QVALUE_RE = new RegExp(RULES.qvaluePattern);
 
 // An Accept range's q (1 without one; 0, never chosen, when it is not a number in [0, 1]).
 function qValue(entry) {
@@ -369,7 +385,7 @@ function specificity(range, supported) {
 // range (q=0: not acceptable); the highest q wins, then the earliest range, then ACCEPT_TYPES.
 function negotiate(header) {
     if (!header || !header.trim().length) {
-        return 'application/json';
+        return RULES.defaultType;
     }
     var ranked = Object.create(null);  // type -> [specificity, q, range index]
     var entries = header.split(',');
@@ -408,7 +424,7 @@ function negotiate(header) {
 // with no text is "". Predictions: the items of predictions/results; columnar outputs give one
 // per index when every output is a list of one length, else the whole value.
 
-var ANSWER_START = /^\{\s*"(predictions|results|outputs)"\s*:\s*/;
+var ANSWER_START = new RegExp('^\\{\\s*"(' + RULES.answerKeys.join('|') + ')"\\s*:\\s*');
 var CSV_DROP = /[\[\] \t\r\n]/g;  // a value's brackets and whitespace
 var CSV_DROP_KEEP_LF = /[\[\] \t\r]/g;
 
@@ -542,13 +558,13 @@ function members(obj) {
 function answerRows(text) {
     var start = ANSWER_START.exec(text);
     if (start === null || text.charCodeAt(text.length - 1) !== 125) {
-        throw new Error("not a TF Serving answer: no 'predictions', 'outputs' or 'results' key");
+        throw new Error('not a TF Serving answer: no ' + RULES.answerKeys.join(' or ') + ' key');
     }
     var value = text.slice(start[0].length, -1).trim();
     if (value.charCodeAt(0) === 91) {
         return items(value);
     }
-    if (start[1] === 'outputs' && value.charCodeAt(0) === 123) {
+    if (start[1] === RULES.columnarAnswerKey && value.charCodeAt(0) === 123) {
         var rows = columnRows(members(value));
         if (rows !== null) {
             return rows;
@@ -673,7 +689,7 @@ function numericCsv(rows) {
 // A successful answer as `type` (from negotiate) asks.
 function convertResponse(text, type) {
     var line = oneLine(text);
-    if (type === 'application/json') {
+    if (type === RULES.json) {
         return line + '\n';
     }
     var rows = answerRows(line);
@@ -681,7 +697,7 @@ function convertResponse(text, type) {
         return '';
     }
     var plain = allOfType(rows, 'string');
-    if (plain && type !== 'text/csv') {
+    if (plain && type !== RULES.csv) {
         return rows.join('\n') + '\n';
     }
     var body = plain ? numericCsv(rows) : null;
@@ -690,7 +706,7 @@ function convertResponse(text, type) {
     }
     var lines = [];
     for (var i = 0; i < rows.length; i++) {
-        lines.push(type === 'text/csv' ? csvLine(rows[i]) : jsonLine(rows[i]));
+        lines.push(type === RULES.csv ? csvLine(rows[i]) : jsonLine(rows[i]));
     }
     return lines.join('\n') + '\n';
 }
@@ -730,7 +746,7 @@ async function invocations(r) {
             r.headersOut.Allow = 'POST';
             throw new HttpError(405, 'Method Not Allowed: use POST /invocations');
         }
-        var contentType = mediaType(r.headersIn['Content-Type']) || 'application/json';
+        var contentType = mediaType(r.headersIn['Content-Type']) || RULES.defaultType;
         if (!has(JSON_TYPES, contentType) && !has(JSONLINES_TYPES, contentType)
             && !has(CSV_TYPES, contentType)) {
             // Binary formats (images, npy, tf.Example, TFRecord) are the Python service's.
@@ -853,7 +869,7 @@ async function ping(r) {
 // ----- /execution-parameters ------------------------------------------------------------------
 
 function executionParameters(r) {
-    r.headersOut['Content-Type'] = 'application/json';
+    r.headersOut['Content-Type'] = RULES.json;
     r.return(200, r.variables.tfs_execution_parameters + '\n');
 }
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sagemaker_serving.config.batch_parameters import SINGLE_RECORD
+
 from .data_processing import DataProcessing, strip_terminator
 from .framing import split_records
 from .packing import Batch, pack
@@ -37,9 +39,9 @@ class FilePlan:
             raise ValueError(f"AssembleWith must be one of {ASSEMBLE_WITH}, got {assemble_with!r}")
         self.assemble_with = assemble_with
         self.processing = processing
-        strategy = "SingleRecord" if split_type == "None" else batch_strategy
+        strategy = SINGLE_RECORD if split_type == "None" else batch_strategy
         records = split_records(data, split_type)
-        single = strategy == "SingleRecord"
+        single = strategy == SINGLE_RECORD
         self.inputs = [record.bare for record in records]  # what a join sees
         pieces = [record.bare if single else record.framed for record in records]
         if processing.filters_input:

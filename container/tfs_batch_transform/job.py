@@ -21,12 +21,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sagemaker_serving.config.batch_parameters import (
+    BATCH_STRATEGIES,
+    CONTAINER_SPELLING,
+    MAX_PAYLOAD_IN_MB,
+    MAX_TOTAL_PAYLOAD_IN_MB,
+)
+
 from .assembly import ASSEMBLE_WITH, FilePlan
 from .client import Endpoint, InvocationError
 from .container import LocalContainer
 from .data_processing import JOIN_SOURCES, DataProcessing
 from .framing import SPLIT_TYPES
-from .packing import BATCH_STRATEGIES, MAX_PAYLOAD_IN_MB, payload_limit_bytes
+from .packing import payload_limit_bytes
 from .parameters import Parameters, resolve
 from .progress import Progress, make_progress
 from .sources import (
@@ -104,11 +111,11 @@ class JobConfig:
         if (
             self.max_payload_in_mb
             and self.max_concurrent_transforms
-            and self.max_payload_in_mb * self.max_concurrent_transforms > MAX_PAYLOAD_IN_MB
+            and self.max_payload_in_mb * self.max_concurrent_transforms > MAX_TOTAL_PAYLOAD_IN_MB
         ):
             raise ConfigError(
                 "--max-concurrent-transforms",
-                f"x --max-payload-in-mb must not exceed {MAX_PAYLOAD_IN_MB} MB",
+                f"x --max-payload-in-mb must not exceed {MAX_TOTAL_PAYLOAD_IN_MB} MB",
             )
         if not 1 <= self.invocations_timeout <= 3600:
             raise ConfigError("--invocations-timeout", "must be 1..3600 seconds")
@@ -488,8 +495,7 @@ def _container_env(config: JobConfig) -> dict[str, str]:
     if config.max_payload_in_mb is not None:
         env.setdefault("SAGEMAKER_MAX_PAYLOAD_IN_MB", str(config.max_payload_in_mb))
     if config.batch_strategy is not None:
-        strategy = "MULTI_RECORD" if config.batch_strategy == "MultiRecord" else "SINGLE_RECORD"
-        env.setdefault("SAGEMAKER_BATCH_STRATEGY", strategy)
+        env.setdefault("SAGEMAKER_BATCH_STRATEGY", CONTAINER_SPELLING[config.batch_strategy])
     if config.max_concurrent_transforms:
         env.setdefault("SAGEMAKER_MAX_CONCURRENT_TRANSFORMS", str(config.max_concurrent_transforms))
     return env

@@ -14,6 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from process_utils.arguments import ArgumentParser
+from sagemaker_serving.config.batch_parameters import (
+    BATCH_STRATEGIES,
+    DEFAULT_BATCH_STRATEGY,
+    MAX_PAYLOAD_IN_MB,
+)
 
 from .assembly import ASSEMBLE_WITH
 from .data_processing import JOIN_SOURCES
@@ -26,7 +31,6 @@ from .job import (
     JobSummary,
     run_job,
 )
-from .packing import BATCH_STRATEGIES, MAX_PAYLOAD_IN_MB
 from .progress import make_progress
 from .sagemaker_request import (
     DEFAULT_INSTANCE_TYPE,
@@ -113,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument(
         "--batch-strategy",
         choices=BATCH_STRATEGIES,
-        help="default: /execution-parameters, else MultiRecord",
+        help=f"default: /execution-parameters, else {DEFAULT_BATCH_STRATEGY}",
     )
     sm.add_argument(
         "--max-payload-in-mb",

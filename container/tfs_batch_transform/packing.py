@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-BATCH_STRATEGIES = ("SingleRecord", "MultiRecord")
-MAX_PAYLOAD_IN_MB = 100
-MIB = 1024 * 1024  # MaxPayloadInMB counts MiB, as the container's body limit and botocore do
+from sagemaker_serving.config.batch_parameters import (
+    BATCH_STRATEGIES,
+    MAX_PAYLOAD_IN_MB,
+    MIB,
+    SINGLE_RECORD,
+)
 
 
 class PayloadTooLarge(ValueError):
@@ -48,7 +51,7 @@ def pack(sizes: Sequence[int], strategy: str, limit: int | None) -> list[Batch]:
                 raise PayloadTooLarge(
                     f"record {index} is {size} bytes, over MaxPayloadInMB ({limit} bytes)"
                 )
-    if strategy == "SingleRecord":
+    if strategy == SINGLE_RECORD:
         return [Batch(i, i + 1) for i in range(len(sizes))]
     batches = []
     start, total = 0, 0

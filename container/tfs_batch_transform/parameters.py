@@ -9,15 +9,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .packing import BATCH_STRATEGIES, MAX_PAYLOAD_IN_MB
+from sagemaker_serving.config.batch_parameters import (
+    DEFAULT_BATCH_STRATEGY,
+    DEFAULT_MAX_PAYLOAD_IN_MB,
+    MAX_PAYLOAD_IN_MB,
+    strategy_name,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_CONCURRENT_TRANSFORMS = 1  # the API reference's default
-DEFAULT_MAX_PAYLOAD_IN_MB = 6
-# SageMaker's API reference gives BatchStrategy no default: this container's choice.
-DEFAULT_BATCH_STRATEGY = "MultiRecord"
-_CONTAINER_STRATEGIES = {"MULTI_RECORD": "MultiRecord", "SINGLE_RECORD": "SingleRecord"}
 
 
 @dataclass(frozen=True)
@@ -28,20 +29,11 @@ class Parameters:
     sources: Mapping[str, str]  # parameter -> "job" | "execution-parameters" | "default"
 
 
-def batch_strategy_name(value: str) -> str:
-    """`SingleRecord`/`MultiRecord` from either spelling (API enum or SINGLE_RECORD env style)."""
-    if value in BATCH_STRATEGIES:
-        return value
-    if value.upper() in _CONTAINER_STRATEGIES:
-        return _CONTAINER_STRATEGIES[value.upper()]
-    raise ValueError(f"batch strategy must be SingleRecord or MultiRecord, got {value!r}")
-
-
 def _from_container(name: str, value: Any) -> Any:
     """A validated /execution-parameters value, or None (logged) when it is unusable."""
     try:
         if name == "BatchStrategy":
-            return batch_strategy_name(str(value))
+            return strategy_name(str(value))
         number = int(value)
         if isinstance(value, bool) or number != value:
             raise ValueError(value)
@@ -86,7 +78,7 @@ def resolve(
             values[name], sources[name] = default, "default"
     return Parameters(
         values["MaxConcurrentTransforms"],
-        batch_strategy_name(values["BatchStrategy"]),
+        strategy_name(values["BatchStrategy"]),
         values["MaxPayloadInMB"],
         sources,
     )

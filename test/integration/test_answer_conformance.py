@@ -21,6 +21,7 @@ from answer_cases import ANSWER_CASES, AnswerCase
 from conftest import free_port_range
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.launcher.nginx_config import find_nginx
+from sagemaker_serving.launcher.njs_tables import write_njs_tables
 from sagemaker_serving.service.default_handlers import BuiltinFormats
 
 ACCEPTS = {"application/json": "json", "application/jsonlines": "json_lines", "text/csv": "csv"}
@@ -36,6 +37,7 @@ error_log {tmp}/error.log warn;
 events {{}}
 http {{
     js_path "{nginx_dir}";
+    js_path "{tmp}";
     js_import tfs from tfs.js;
     js_var $tfs_model;
     access_log off;
@@ -96,6 +98,7 @@ def njs_url(tmp_path_factory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("answer_njs")
     port, model_port = free_port_range(2)
     conf = tmp / "nginx.conf"
+    write_njs_tables(tmp)  # tfs.js's tables, as serve writes them beside its nginx.conf
     conf.write_text(
         NGINX_CONF.format(
             njs=layout.njs_module,

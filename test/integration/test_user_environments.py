@@ -7,6 +7,7 @@ an extension module in any process."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import shutil
@@ -137,6 +138,14 @@ def stack_processes(server, marker: str) -> list[psutil.Process]:
         if marker in " ".join(proc.info["cmdline"] or []):
             found[proc.pid] = proc
     return list(found.values())
+
+
+def is_handler_process(proc: psutil.Process) -> bool:
+    """A process of a handler pool (environments.host: its master, or a worker)."""
+    try:
+        return "environments.host" in " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:
+        return False
 
 
 def extension_copies(processes: list[psutil.Process]) -> dict[str, dict[str, set[str]]]:
@@ -473,13 +482,14 @@ def test_a_multi_model_models_handler_processes_come_back_after_a_kill(tmp_path)
         assert reply.status_code == 200, reply.text
         url = f"{server.url}/models/a/invoke"
         assert requests.post(url, data="[1.0]", timeout=60).status_code == 200
-        masters = [
-            p
-            for p in stack_processes(server, str(root))
-            if "environments.host" in " ".join(p.cmdline()) and "--worker-fd" not in p.cmdline()
-        ]
-        assert len(masters) == 1
-        masters[0].kill()
+        pool = [p for p in stack_processes(server, str(root)) if is_handler_process(p)]
+        masters = [p for p in pool if "--worker-fd" not in p.cmdline()]
+        assert len(masters) == 1 and len(pool) > 1
+        for proc in pool:  # the pool killed whole: no worker is left to answer meanwhile
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        _, alive = psutil.wait_procs(pool, timeout=30)
+        assert not alive, alive
         deadline = time.monotonic() + 120
         statuses = []
         while time.monotonic() < deadline:

@@ -42,7 +42,7 @@ from format_case_builders import (
     npy,
     ok,
 )
-from sagemaker_serving.formats.media import JSON_LINES_NAMES  # each name on every path
+from sagemaker_serving.config.body_formats import JSON_LINES_NAMES  # each name on every path
 
 # ----- the table -------------------------------------------------------------------------------
 

@@ -3,11 +3,13 @@ MaxConcurrentTransforms, BatchStrategy and MaxPayloadInMB, where the job does no
 
 from __future__ import annotations
 
+from sagemaker_serving.config.batch_parameters import (
+    CONTAINER_SPELLING,
+    DEFAULT_BATCH_STRATEGY,
+    DEFAULT_MAX_PAYLOAD_IN_MB,
+    MAX_TOTAL_PAYLOAD_IN_MB,
+)
 from sagemaker_serving.config.settings import Settings
-
-DEFAULT_BATCH_STRATEGY = "MULTI_RECORD"
-DEFAULT_MAX_PAYLOAD_IN_MB = 6
-MAX_TOTAL_PAYLOAD_IN_MB = 100  # MaxConcurrentTransforms x MaxPayloadInMB must not exceed this
 
 
 def execution_parameters(settings: Settings) -> dict[str, int | str]:
@@ -23,6 +25,6 @@ def execution_parameters(settings: Settings) -> dict[str, int | str]:
             concurrency = min(concurrency, MAX_TOTAL_PAYLOAD_IN_MB // payload)
     return {
         "MaxConcurrentTransforms": concurrency,
-        "BatchStrategy": settings.batch_strategy or DEFAULT_BATCH_STRATEGY,
+        "BatchStrategy": settings.batch_strategy or CONTAINER_SPELLING[DEFAULT_BATCH_STRATEGY],
         "MaxPayloadInMB": payload,
     }

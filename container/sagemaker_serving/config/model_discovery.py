@@ -14,7 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_serving.config.settings import MODEL_NAME_PATTERN
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
+from tfs_rest_json.model_version import is_model_version
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +23,6 @@ SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TOP_LEVEL_MODEL_NAME = "model"
 CODE_DIR = "code"
 _VERSION_DIR = re.compile(r"[0-9]+")
-_INT64_MAX = 2**63 - 1
 _LAYOUTS = (
     "<model_dir>/<version>/saved_model.pb (a model named 'model') or "
     "<model_dir>/<name>/<version>/saved_model.pb, <version> being digits only "
@@ -155,7 +155,7 @@ def _versions(
     by_number: dict[int, Path] = {}
     for directory in version_dirs:
         number = int(directory.name)
-        if number > _INT64_MAX:
+        if not is_model_version(number):
             log.warning("skipping %s: version number does not fit in 64 bits", directory)
             continue
         if number in by_number:

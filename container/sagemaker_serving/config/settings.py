@@ -14,12 +14,16 @@ import ast
 import inspect
 import itertools
 import os
-import re
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from sagemaker_serving.config.batch_parameters import (
+    CONTAINER_STRATEGIES,
+    MAX_PAYLOAD_IN_MB,
+    MIB,
+)
 from sagemaker_serving.config.env_values import (
     INT32_MAX,
     INT64_MAX,
@@ -36,16 +40,14 @@ from sagemaker_serving.config.env_values import (
     text,
     tf_boolean,
 )
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 
-MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
-MIB = 1024 * 1024
-DEFAULT_BODY_LIMIT_MB = 100
+DEFAULT_BODY_LIMIT_MB = MAX_PAYLOAD_IN_MB  # the largest body a Batch Transform job sends
 BATCH_MAX_ENQUEUED_BATCHES = 100_000_000
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 GUNICORN_WORKER_CLASSES = ("uvicorn", "gthread", "sync", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
-BATCH_STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 LOG_FORMATS = ("text", "json")
 
 
@@ -226,11 +228,13 @@ class Settings:
     AVX512_VNNI, AVX512_BF16, AVX_VNNI or AMX): `1` (or `true`) malloc, so an unloaded model's
     memory leaves the process; `0` (or `false`) TensorFlow's pool, which never shrinks but spares
     large batches their page faults"""
-    max_payload_in_mb: int | None = env("SAGEMAKER_MAX_PAYLOAD_IN_MB", integer(0, 100), None)
+    max_payload_in_mb: int | None = env(
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB", integer(0, MAX_PAYLOAD_IN_MB), None
+    )
     """batch transform payload limit in MB, 0 to 100 (0: unlimited, sent chunked); also the
     request body limit in MiB (unset or 0: 100 MiB); /execution-parameters says 6 if unset"""
     batch_strategy: str | None = env(
-        "SAGEMAKER_BATCH_STRATEGY", spelled_either_way(BATCH_STRATEGIES), None
+        "SAGEMAKER_BATCH_STRATEGY", spelled_either_way(CONTAINER_STRATEGIES), None
     )
     """batch transform strategy: `MULTI_RECORD` or `SINGLE_RECORD` (also `MultiRecord`,
     `SingleRecord`); /execution-parameters says `MULTI_RECORD` if unset"""

@@ -21,15 +21,16 @@ import json
 import re
 from collections.abc import Sequence
 
+from sagemaker_serving.config.body_formats import ANSWER_KEYS, COLUMNAR_ANSWER_KEY, CSV, JSON
 from sagemaker_serving.formats.errors import PayloadError
-from sagemaker_serving.formats.media import CSV, JSON, negotiate
+from sagemaker_serving.formats.media import negotiate
 
 __all__ = ["NOT_AN_ANSWER", "encode_response", "one_line"]
 
 NOT_AN_ANSWER = "The model server answered with a body that is not a TF Serving answer"
 
 _LINE_BREAK = re.compile(rb"\n\s*")
-_ANSWER_START = re.compile(r'\{\s*"(predictions|results|outputs)"\s*:\s*')
+_ANSWER_START = re.compile(rf'\{{\s*"({"|".join(ANSWER_KEYS)})"\s*:\s*')
 _CSV_DROP = re.compile(r"[\[\] \t\r\n]")  # a value's brackets and whitespace
 _CSV_DROP_KEEP_LF = re.compile(r"[\[\] \t\r]")
 _CSV_QUOTE = re.compile(r'[",\r\n]')
@@ -99,7 +100,7 @@ def _answer_value(text: str) -> tuple[str, str]:
     """(key, value text) of TF Serving's one-member answer object."""
     match = _ANSWER_START.match(text)
     if match is None or not text.endswith("}"):
-        raise ValueError("not a TF Serving answer: no 'predictions', 'outputs' or 'results' key")
+        raise ValueError(f"not a TF Serving answer: no {' or '.join(ANSWER_KEYS)} key")
     return match[1], text[match.end() : -1].strip()
 
 
@@ -107,7 +108,7 @@ def _rows(text: str) -> Sequence[_Row]:
     key, value = _answer_value(text)
     if value.startswith("["):
         return _items(value)
-    if key == "outputs" and value.startswith("{"):
+    if key == COLUMNAR_ANSWER_KEY and value.startswith("{"):
         members = _members(value)
         columns = [_items(item) if item.startswith("[") else None for _, item in members]
         sizes = {len(column) for column in columns if column is not None}

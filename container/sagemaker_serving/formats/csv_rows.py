@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from sagemaker_serving.config.body_formats import UTF8_CHARSETS
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request_body import (
     ModelRequest,
@@ -83,7 +84,7 @@ def _csv_value(field: str) -> tuple[Any, bool]:
 def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelRequest:
     """RFC 4180 rows (skipping a header row for `header=present`) as instances."""
     try:
-        text = body.decode("utf-8-sig" if charset.lower() in ("utf-8", "utf8") else charset)
+        text = body.decode("utf-8-sig" if charset.lower() in UTF8_CHARSETS else charset)
     except LookupError:
         raise PayloadError(f"Unsupported Media Type: text/csv; charset={charset}", 415) from None
     except UnicodeDecodeError as err:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypeGuard
 
+from sagemaker_serving.config.body_formats import REQUEST_KEYS
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request_body import (
     ModelRequest,
@@ -22,8 +23,7 @@ from sagemaker_serving.formats.request_body import (
 
 __all__ = ["decode_json", "decode_json_lines"]
 
-REQUEST_KEYS = ("instances", "inputs", "examples")
-TFS_REQUEST_START = re.compile(rb'\s*\{\s*"(?:instances|inputs|examples)"\s*:')
+TFS_REQUEST_START = re.compile(rf'\s*\{{\s*"(?:{"|".join(REQUEST_KEYS)})"\s*:'.encode())
 
 
 def decode_json(body: bytes, method: str) -> ModelRequest:

@@ -1,61 +1,24 @@
-"""Media types: the names the built-in formats read, Content-Type parameters, and the answer
-type an Accept header asks for (the njs fast path, nginx/tfs.js, keeps the same tables)."""
+"""Media types: Content-Type parameters, and the answer type an Accept header asks for. The
+tables (which names each format reads, the Accept names) are config/body_formats.py's, which the
+njs fast path (nginx/tfs.js) is given too."""
 
 from __future__ import annotations
 
 import json
 import re
 
+from sagemaker_serving.config.body_formats import (
+    ACCEPT_TYPES,
+    DEFAULT_TYPE,
+    MAX_ECHO,
+    QVALUE_PATTERN,
+    SUPPORTED,
+)
 from sagemaker_serving.formats.errors import PayloadError
 
-__all__ = [
-    "ACCEPT_TYPES",
-    "BINARY_TYPES",
-    "BUILTIN_TYPES",
-    "BYTES_TYPES",
-    "CSV",
-    "JSON",
-    "JSON_LINES_NAMES",
-    "JSON_LINES_TYPES",
-    "JSON_TYPES",
-    "NPY",
-    "TEXT_TYPES",
-    "TFEXAMPLE_TYPES",
-    "client_text",
-    "media_params",
-    "media_type",
-    "negotiate",
-]
+__all__ = ["client_text", "media_params", "media_type", "negotiate"]
 
-JSON = "application/json"
-# curl -d sends application/x-www-form-urlencoded: such bodies are read as JSON.
-JSON_TYPES = frozenset({JSON, "application/x-www-form-urlencoded"})
-JSON_LINES_NAMES = (
-    "application/jsonlines",
-    "application/jsons",
-    "application/x-jsonlines",
-    "application/json-lines",
-    "application/x-ndjson",
-    "application/ndjson",
-)
-JSON_LINES_TYPES = frozenset(JSON_LINES_NAMES)
-CSV = "text/csv"
-BYTES_TYPES = frozenset({"application/x-image", "application/octet-stream"})
-NPY = "application/x-npy"
-TFEXAMPLE_TYPES = frozenset(
-    {"application/x-tfexample", "application/tfrecord", "application/x-tfrecord"}
-)
-
-TEXT_TYPES = frozenset({*JSON_TYPES, *JSON_LINES_TYPES, CSV})
-BINARY_TYPES = frozenset({NPY, *BYTES_TYPES, *TFEXAMPLE_TYPES})
-BUILTIN_TYPES: frozenset[str] = TEXT_TYPES | BINARY_TYPES
-
-# Accept: supported answer types in tie-break order (a wildcard prefers the earliest).
-ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
-SUPPORTED = "application/json, application/jsonlines, text/csv"
-MAX_ECHO = 200  # characters of a client's header echoed in an error message
-
-_QVALUE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\Z")
+_QVALUE = re.compile(QVALUE_PATTERN)
 
 
 def media_type(header: str | None) -> str:
@@ -90,7 +53,7 @@ def _q(entry: str) -> float:
         name, sep, value = param.partition("=")
         if sep and name.strip().lower() == "q":
             text = value.strip().strip('"')
-            q = float(text) if _QVALUE.match(text) else 0.0
+            q = float(text) if _QVALUE.fullmatch(text) else 0.0
     return q if q <= 1.0 else 0.0
 
 
@@ -109,7 +72,7 @@ def negotiate(accept: str | None) -> str:
     specific range (q=0: not acceptable); the highest q wins, then the earliest range, then
     the order of ACCEPT_TYPES. Raises PayloadError(406) when none is acceptable."""
     if not accept or not accept.strip():
-        return JSON
+        return DEFAULT_TYPE
     ranked: dict[str, tuple[int, float, int]] = {}  # type -> (specificity, q, range index)
     for index, entry in enumerate(accept.split(",")):
         range_type = entry.split(";", 1)[0].strip().lower()

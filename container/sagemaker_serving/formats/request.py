@@ -7,28 +7,26 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Mapping
 
-from sagemaker_serving.formats.csv_rows import decode_csv
-from sagemaker_serving.formats.errors import PayloadError
-from sagemaker_serving.formats.json_bodies import decode_json, decode_json_lines
-from sagemaker_serving.formats.media import (
+from sagemaker_serving.config.body_formats import (
     BYTES_TYPES,
     CSV,
     JSON_LINES_TYPES,
     JSON_TYPES,
     NPY,
     TFEXAMPLE_TYPES,
-    media_params,
-    media_type,
 )
+from sagemaker_serving.config.routing_rules import EXPECTED, METHOD, METHODS
+from sagemaker_serving.formats.csv_rows import decode_csv
+from sagemaker_serving.formats.errors import PayloadError
+from sagemaker_serving.formats.json_bodies import decode_json, decode_json_lines
+from sagemaker_serving.formats.media import media_params, media_type
 from sagemaker_serving.formats.npy import decode_npy
 from sagemaker_serving.formats.raw_bytes import decode_bytes
 from sagemaker_serving.formats.request_body import ModelRequest
 from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tfexample import decode_tfexample
 
-__all__ = ["METHODS", "ModelRequest", "client_bytes", "decode_request"]
-
-METHODS = frozenset({"predict", "classify", "regress"})
+__all__ = ["ModelRequest", "client_bytes", "decode_request"]
 
 
 def decode_request(
@@ -68,9 +66,7 @@ def _decode_request(
     method: str,
 ) -> ModelRequest:
     if method not in METHODS:
-        raise PayloadError(
-            f"Unsupported method: {method} (expected predict, classify or regress)", 400
-        )
+        raise PayloadError(f"Unsupported method: {method} (expected {EXPECTED[METHOD]})", 400)
     ctype = media_type(content_type)
     if ctype in JSON_TYPES:
         return decode_json(body, method)

@@ -11,6 +11,8 @@ from typing import Any
 
 import orjson
 
+from sagemaker_serving.config.routing_rules import METHODS
+
 __all__ = [
     "ModelRequest",
     "batch_key",
@@ -85,7 +87,7 @@ def wrap(key: str, items: bytes) -> bytes:
 
 def batch_key(method: str) -> str:
     """The request key of a list of records: `examples` for classify/regress, else `instances`."""
-    return "examples" if method in ("classify", "regress") else "instances"
+    return METHODS.get(method, "instances")
 
 
 def strip_bom(body: bytes) -> bytes:

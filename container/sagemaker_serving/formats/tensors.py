@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from sagemaker_serving.formats.media import BYTES_TYPES, NPY, TFEXAMPLE_TYPES
+from sagemaker_serving.config.body_formats import BYTES_TYPES, NPY, TFEXAMPLE_TYPES
 from sagemaker_serving.formats.npy import npy_target
 from sagemaker_serving.formats.request import client_bytes
 from sagemaker_serving.formats.signature import InputSpec

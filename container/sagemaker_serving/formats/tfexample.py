@@ -12,7 +12,7 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from sagemaker_serving.formats.errors import PayloadError
-from sagemaker_serving.formats.request_body import ModelRequest, dumps, wrap
+from sagemaker_serving.formats.request_body import ModelRequest, batch_key, dumps, wrap
 from sagemaker_serving.formats.signature import InputSpec, string_inputs
 from sagemaker_serving.formats.tfrecord import TFRecordError, walk_frames
 from sagemaker_serving.tfs_client.wire import Example  # TF's protos' wire subset
@@ -62,7 +62,7 @@ def decode_tfexample(
     records = split_tfrecords(body) or [body]
     examples = parse_examples(records)
     count = len(records)
-    if method in ("classify", "regress"):
+    if batch_key(method) == "examples":
         docs = [_example_json(example) for example in examples]
         nonfinite = any(flag for _, flag in docs)
         return ModelRequest(dumps({"examples": [doc for doc, _ in docs]}, nonfinite), count)

@@ -16,6 +16,7 @@ from sagemaker_serving.config.access import Access, write_private
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.front_log_relay import FRONT_LOG, new_log, nginx_access_log
+from sagemaker_serving.launcher.njs_tables import write_njs_tables
 
 TEMPLATE_NAME = "nginx.conf.template"
 
@@ -254,8 +255,10 @@ class NginxConf:
     front_log: Path  # what nginx answers itself, a line per request (front_log_relay.py)
 
     def write(self, draining: bool = False) -> Path:
-        """Write the file (0600: it holds the run's secret); `draining`: /ping answers 503."""
+        """Write the file (0600: it holds the run's secret) and the njs tables beside it
+        (njs_tables.py); `draining`: /ping answers 503."""
         self.values["DRAINING"] = "1" if draining else "0"
+        write_njs_tables(self.path.parent)
         write_private(self.path, render_file(self.layout.nginx_dir, self.values))
         return self.path
 
@@ -305,6 +308,7 @@ def nginx_conf(
         "PING_GATE": gate,
         "PROBE_BUFFER": PROBE_BUFFER,
         "NGINX_DIR": layout.nginx_dir,
+        "NJS_TABLES_DIR": run_dir,  # beside nginx.conf (NginxConf.write)
         "ACCESS_LOG": "/dev/stdout",
         "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "BODY_LIMIT": size_text(settings.body_limit_bytes),

@@ -16,9 +16,10 @@ from contextvars import ContextVar
 from typing import Any
 
 import tfs_rest_json
+from sagemaker_serving.config.body_formats import BINARY_TYPES
 from sagemaker_serving.formats import tensors as tensor_payloads
 from sagemaker_serving.formats.answers import encode_response
-from sagemaker_serving.formats.media import BINARY_TYPES, media_type
+from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest, decode_request
 from sagemaker_serving.formats.signature import signature_inputs, signature_outputs
 from sagemaker_serving.formats.tensors import TensorRequest

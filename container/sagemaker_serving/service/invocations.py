@@ -13,7 +13,9 @@ from typing import Any
 
 from falcon.asgi import Request, Response
 
+from sagemaker_serving.config.body_formats import DEFAULT_TYPE
 from sagemaker_serving.config.log_setup import REQUEST_ID
+from sagemaker_serving.config.routing_rules import HEADER as ATTRIBUTES_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments.messages import make_response, response_meta
 from sagemaker_serving.errors import StatusError
@@ -29,6 +31,7 @@ from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.user_code import chain
 from sagemaker_serving.user_code.handler_api import Context
 from sagemaker_serving.user_code.loading import Handler, HandlerProcesses, Handlers
+from tfs_rest_json.model_version import is_model_version
 
 
 def _named(message: str, internal: str | None, name: str | None) -> str:
@@ -80,7 +83,7 @@ class Invocations:
         model, status = label or model_name or self.config.default_model, 500
         try:
             route = parse_route(
-                req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
+                req.get_header(ATTRIBUTES_HEADER),
                 model_name or self.config.default_model,
             )
             if model_name is not None:
@@ -116,9 +119,9 @@ class Invocations:
             rest_uri=target.rest_base + route.path(),
             grpc_port=target.grpc_port,
             channel=target.channel or self.client.connect(target),
-            custom_attributes=req.get_header("X-Amzn-SageMaker-Custom-Attributes"),
-            request_content_type=req.get_header("Content-Type") or "application/json",
-            accept_header=req.get_header("Accept") or "application/json",
+            custom_attributes=req.get_header(ATTRIBUTES_HEADER),
+            request_content_type=req.get_header("Content-Type") or DEFAULT_TYPE,
+            accept_header=req.get_header("Accept") or DEFAULT_TYPE,
             content_length=req.content_length,
             request_id=request_id,
             deadline=deadline,
@@ -196,7 +199,7 @@ class Invocations:
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
         version = int(context.model_version) if context.model_version else None
-        if version is not None and version >= 2**63:
+        if version is not None and not is_model_version(version):
             raise StatusError(f"tfs-model-version {version} is out of range", 400)
         wire = tfs_wire.predict_request(
             context.model_name or context.default_model_name, version, None, request.inputs

@@ -1,17 +1,24 @@
-"""`X-Amzn-SageMaker-Custom-Attributes` routing: model name, version and method, validated."""
+"""`X-Amzn-SageMaker-Custom-Attributes` routing: model name, version and method, validated by
+the rules of config/routing_rules.py (the njs fast path's too)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sagemaker_serving.config.settings import MODEL_NAME_PATTERN
+from sagemaker_serving.config.routing_rules import (
+    DEFAULT_METHOD,
+    EXPECTED,
+    HEADER,
+    METHOD,
+    METHODS,
+    MODEL_NAME,
+    MODEL_NAME_PATTERN,
+    MODEL_VERSION,
+    MODEL_VERSION_PATTERN,
+)
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.media import client_text
-
-VERSION = re.compile(r"[0-9]{1,19}")
-METHODS = ("predict", "classify", "regress")
 
 
 @dataclass(frozen=True)
@@ -20,7 +27,7 @@ class Route:
 
     model: str
     version: str | None = None
-    method: str = "predict"
+    method: str = DEFAULT_METHOD
     model_given: str | None = None
     method_given: str | None = None
 
@@ -30,10 +37,10 @@ class Route:
         return f"/v1/models/{self.model}{version}:{self.method}"
 
 
-_RULES: dict[str, tuple[Callable[[str], object], str]] = {
-    "tfs-model-name": (MODEL_NAME_PATTERN.fullmatch, 'letters, digits, ".", "_" or "-"'),
-    "tfs-model-version": (VERSION.fullmatch, "a non-negative integer"),
-    "tfs-method": (METHODS.__contains__, "predict, classify or regress"),
+_VALID: dict[str, Callable[[str], object]] = {
+    MODEL_NAME: MODEL_NAME_PATTERN.fullmatch,
+    MODEL_VERSION: MODEL_VERSION_PATTERN.fullmatch,
+    METHOD: METHODS.__contains__,
 }
 
 
@@ -44,19 +51,17 @@ def parse_route(header: str | None, default_model: str) -> Route:
     for pair in (header or "").split(","):
         key, _, value = pair.strip().partition("=")
         key, value = key.strip(), value.strip()
-        rule = _RULES.get(key)
-        if rule is None:
+        valid = _VALID.get(key)
+        if valid is None:
             continue
-        valid, expected = rule
         if not valid(value):
             raise StatusError(
-                f"Invalid {key} in X-Amzn-SageMaker-Custom-Attributes: {client_text(value)} "
-                f"(expected {expected})",
+                f"Invalid {key} in {HEADER}: {client_text(value)} (expected {EXPECTED[key]})",
                 400,
             )
         values[key] = value
-    name = values.get("tfs-model-name")
-    method = values.get("tfs-method")
+    name = values.get(MODEL_NAME)
+    method = values.get(METHOD)
     return Route(
-        name or default_model, values.get("tfs-model-version"), method or "predict", name, method
+        name or default_model, values.get(MODEL_VERSION), method or DEFAULT_METHOD, name, method
     )

@@ -10,6 +10,7 @@ import io
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from sagemaker_serving.config.body_formats import DEFAULT_TYPE
 from sagemaker_serving.user_code import contract
 from sagemaker_serving.user_code.handler_api import Context
 from sagemaker_serving.user_code.loading import Handler, HandlerProcesses, Handlers
@@ -58,12 +59,12 @@ class ServiceSide(Protocol):
 
 
 def concrete_type(accept: str | None) -> str:
-    """The first non-wildcard type in Accept, else application/json (never `*/*`)."""
+    """The first non-wildcard type in Accept, else DEFAULT_TYPE (application/json; never `*/*`)."""
     for item in (accept or "").split(","):
         media = item.split(";")[0].strip()
         if media and "*" not in media:
             return media
-    return "application/json"
+    return DEFAULT_TYPE
 
 
 def _answer(result: Any, context: Context, fn: Handler, role: str) -> tuple[bytes, str]:

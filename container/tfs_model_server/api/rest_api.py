@@ -31,6 +31,7 @@ from tfs_model_server.codec.responses import (
 from tfs_model_server.core.dataplane import DataPlane, ModelRef
 from tfs_model_server.core.servable import CLASSIFY_METHOD, REGRESS_METHOD
 from tfs_model_server.errors import Code, ServingError, invalid_argument
+from tfs_rest_json.model_version import is_model_version
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ def _ref(name: str, version: str | None, label: str | None, signature: str = "")
             parsed = int(version)
         except ValueError:
             raise invalid_argument(f"Failed to convert version: {version} to numeric.") from None
-        if parsed >= 2**63:
+        if not is_model_version(parsed):
             raise invalid_argument(f"Failed to convert version: {version} to numeric.")
     return ModelRef(
         urllib.parse.unquote(name),

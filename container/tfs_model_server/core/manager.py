@@ -34,6 +34,7 @@ from tfs_model_server.errors import (
     invalid_argument,
     not_found,
 )
+from tfs_rest_json.model_version import is_model_version
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def parse_version(name: str) -> int | None:
     if not (digits.isascii() and digits.isdigit()):
         return None
     version = int(name)
-    return version if 0 <= version < 2**63 else None
+    return version if is_model_version(version) else None
 
 
 def scan_versions(base_path: str) -> dict[int, Path]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sagemaker_serving.config.batch_parameters import MIB
 from tfs_batch_transform.packing import (
-    MIB,
     Batch,
     PayloadTooLarge,
     pack,

@@ -9,9 +9,9 @@ import pytest
 
 from answer_cases import ANSWER_CASES, AnswerCase
 from format_helpers import spec, specs, tf_serving_inputs
+from sagemaker_serving.config.body_formats import JSON_LINES_NAMES
 from sagemaker_serving.formats.answers import NOT_AN_ANSWER, encode_response, one_line
 from sagemaker_serving.formats.errors import PayloadError
-from sagemaker_serving.formats.media import JSON_LINES_NAMES
 from sagemaker_serving.formats.request import decode_request
 from tfs_model_server.codec.responses import predict_response
 

@@ -18,7 +18,7 @@ from format_helpers import (
     tf_serving_examples,
     tf_serving_inputs,
 )
-from sagemaker_serving.formats.media import JSON_LINES_NAMES
+from sagemaker_serving.config.body_formats import JSON_LINES_NAMES
 from sagemaker_serving.formats.request import decode_request
 
 # ------------------------------------------------------------------------------ JSON

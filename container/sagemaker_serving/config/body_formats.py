@@ -1,0 +1,46 @@
+"""What /invocations bodies may be: the Content-Type names of the built-in formats, the Accept
+names answers come in, and the top-level keys of TF Serving's request and answer bodies.
+
+The one home of these tables: the Python service's formats read them (formats/), and serve
+writes them into the njs fast path's tables (launcher/njs_tables.py, for nginx/tfs.js).
+"""
+
+from __future__ import annotations
+
+JSON = "application/json"
+# curl -d sends application/x-www-form-urlencoded: such bodies are read as JSON.
+JSON_TYPES = frozenset({JSON, "application/x-www-form-urlencoded"})
+JSON_LINES_NAMES = (
+    "application/jsonlines",
+    "application/jsons",
+    "application/x-jsonlines",
+    "application/json-lines",
+    "application/x-ndjson",
+    "application/ndjson",
+)
+JSON_LINES_TYPES = frozenset(JSON_LINES_NAMES)
+CSV = "text/csv"
+UTF8_CHARSETS = ("utf-8", "utf8")  # CSV's charset names read as UTF-8 (any case)
+BYTES_TYPES = frozenset({"application/x-image", "application/octet-stream"})
+NPY = "application/x-npy"
+TFEXAMPLE_TYPES = frozenset(
+    {"application/x-tfexample", "application/tfrecord", "application/x-tfrecord"}
+)
+
+TEXT_TYPES = frozenset({*JSON_TYPES, *JSON_LINES_TYPES, CSV})  # the njs fast path's too
+BINARY_TYPES = frozenset({NPY, *BYTES_TYPES, *TFEXAMPLE_TYPES})  # the Python service's alone
+BUILTIN_TYPES: frozenset[str] = TEXT_TYPES | BINARY_TYPES
+DEFAULT_TYPE = JSON  # a request without a Content-Type, an answer without an Accept
+
+# Accept: supported answer types in tie-break order (a wildcard prefers the earliest).
+ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
+SUPPORTED = "application/json, application/jsonlines, text/csv"
+# An Accept range's q value (matched whole; in the syntax Python and JavaScript share).
+QVALUE_PATTERN = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+MAX_ECHO = 200  # characters of a client's header echoed in an error message
+
+# TF Serving's REST bodies: a request is an object with one of these keys first (it passes
+# through as it is), an answer an object with one of these (`outputs`: columnar).
+REQUEST_KEYS = ("instances", "inputs", "examples")
+COLUMNAR_ANSWER_KEY = "outputs"
+ANSWER_KEYS = ("predictions", "results", COLUMNAR_ANSWER_KEY)
