@@ -25,7 +25,6 @@ from typing import Any
 
 import falcon
 import falcon.asgi
-import orjson
 from falcon.asgi import Request, Response
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
@@ -39,10 +38,12 @@ from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.environments.remote import HandlerPool
+from sagemaker_serving.errors import StatusError, error_body
 from sagemaker_serving.multimodel.api import add_routes as add_multi_model_routes
+from sagemaker_serving.service.error_answers import add_error_answers
 from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
 from sagemaker_serving.service.front_metrics import FrontMetricsReceiver
-from sagemaker_serving.service.invocations import Invocations, json_error
+from sagemaker_serving.service.invocations import Invocations
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.tfs_client.health import InstanceWatch
@@ -70,8 +71,7 @@ class Ping:
         if problem is None and self.remote is not None and not await self.remote.alive():
             problem = "the handler processes are not answering"
         if problem is not None:
-            json_error(resp, 503, f"Not ready: {problem}", req.get_header("X-Request-Id") or "")
-            return
+            raise StatusError(f"Not ready: {problem}", 503)
         resp.status = falcon.HTTP_200
         resp.content_type = "application/json"
         resp.data = b""
@@ -123,25 +123,6 @@ class NoOptions:
             raise falcon.HTTPMethodNotAllowed(allowed_methods(resource))
 
 
-async def _http_error(req: Request, resp: Response, ex: Exception, params: dict) -> None:
-    """falcon's own errors (404, 405, bad headers...) as our JSON body, with their headers."""
-    assert isinstance(ex, falcon.HTTPError)
-    json_error(
-        resp, ex.status_code, ex.description or ex.title, req.get_header("X-Request-Id") or ""
-    )
-    for name, value in dict(ex.headers or {}).items():
-        if name.lower() == "allow":  # falcon lists OPTIONS, which every route refuses
-            value = ", ".join(m for m in value.split(", ") if m != "OPTIONS")
-        resp.set_header(name, value)
-
-
-async def _unexpected(req: Request, resp: Response, ex: Exception, params: dict) -> None:
-    """Any other exception: a JSON 500 (the stack trace goes to the log, not the client)."""
-    request_id = req.get_header("X-Request-Id") or ""
-    log.error("unhandled error (request %s)", request_id, exc_info=ex)
-    json_error(resp, 500, f"Internal Server Error: {type(ex).__name__}: {ex}", request_id)
-
-
 def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> falcon.asgi.App:
     """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
     this process's ServiceMetrics (one per process: two would overwrite each other's values
@@ -160,23 +141,14 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
         code_dir = Path(config.code_dir) if config.code_dir else None
         universal = endpoint_handlers(config) if code_dir and has_user_code(code_dir) else None
         add_multi_model_routes(app, config, invocations, universal)
-    app.add_error_handler(Exception, _unexpected)
-    app.add_error_handler(falcon.HTTPError, _http_error)
+    add_error_answers(app)
     return app
 
 
 _TOKEN_NAME = TOKEN_HEADER.lower().encode("latin-1")
-_FORBIDDEN = orjson.dumps({"error": "Forbidden: only the container's nginx may call the service"})
-_FORBIDDEN_HEAD = [
-    (b"content-type", b"application/json"),
-    (b"content-length", b"%d" % (len(_FORBIDDEN) + 1)),
-]
-_FAILED = orjson.dumps({"error": "Internal Server Error"}) + b"\n"
-_FAILED_HEAD = [
-    (b"content-type", b"application/json"),
-    (b"content-length", b"%d" % len(_FAILED)),
-    (b"connection", b"close"),
-]
+_REQUEST_ID_NAME = b"x-request-id"
+_FORBIDDEN = "Forbidden: only the container's nginx may call the service"
+_FAILED = "Internal Server Error"
 
 Asgi = Any  # an ASGI application: async (scope, receive, send)
 
@@ -191,15 +163,16 @@ def guarded(app: Asgi, token: str) -> Asgi:
     async def asgi(scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":  # lifespan (the worker sends none; falcon's test client does)
             return await app(scope, receive, send)
-        given, headers = b"", []
+        given, request_id, headers = b"", b"", []
         for name, value in scope["headers"]:
             if name == _TOKEN_NAME:
                 given = value
             else:
                 headers.append((name, value))
+                if name == _REQUEST_ID_NAME:
+                    request_id = value
         if not hmac.compare_digest(given, expected):
-            await send({"type": "http.response.start", "status": 403, "headers": _FORBIDDEN_HEAD})
-            await send({"type": "http.response.body", "body": _FORBIDDEN + b"\n"})
+            await _send_error(send, 403, _FORBIDDEN, request_id)
             return
         scope["headers"] = headers
         try:
@@ -207,10 +180,21 @@ def guarded(app: Asgi, token: str) -> Asgi:
         except Exception:
             log.exception("unhandled error in the service")
             with contextlib.suppress(RuntimeError):  # uvicorn's: the answer had started
-                await send({"type": "http.response.start", "status": 500, "headers": _FAILED_HEAD})
-                await send({"type": "http.response.body", "body": _FAILED})
+                await _send_error(send, 500, _FAILED, request_id, close=True)
 
     return asgi
+
+
+async def _send_error(
+    send: Any, status: int, message: str, request_id: bytes, close: bool = False
+) -> None:
+    """An error answer from outside falcon's app (ASGI messages), with the one JSON body."""
+    body = error_body(message, request_id.decode("latin-1"))
+    head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if close:
+        head.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": head})
+    await send({"type": "http.response.body", "body": body})
 
 
 class ServiceLogger(glogging.Logger):

@@ -65,6 +65,23 @@ class ServingError(Exception):
         return f"{self.code.name}: {self.message}"
 
 
+def code_of(exc: BaseException) -> Code:
+    """The canonical code `exc` carries: a ServingError's, TensorFlow's (an OpError's
+    `error_code`, the same numbers), RESOURCE_EXHAUSTED for a MemoryError, else UNKNOWN. Never
+    guessed from the message's words."""
+    if isinstance(exc, ServingError):
+        return exc.code
+    if isinstance(exc, MemoryError):
+        return Code.RESOURCE_EXHAUSTED
+    number = getattr(exc, "error_code", None)
+    if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+        try:
+            return Code(number)
+        except ValueError:
+            pass
+    return Code.UNKNOWN
+
+
 # One constructor per code the server raises: invalid_argument("text") -> ServingError.
 invalid_argument = functools.partial(ServingError, Code.INVALID_ARGUMENT)
 not_found = functools.partial(ServingError, Code.NOT_FOUND)

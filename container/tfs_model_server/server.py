@@ -30,7 +30,7 @@ from tfs_model_server.core.manager import ModelConfig, ModelManager
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.core.session_options import session_config
 from tfs_model_server.core.warmup import run_warmup
-from tfs_model_server.errors import Code, ServingError, not_found
+from tfs_model_server.errors import Code, ServingError, code_of, not_found
 from tfs_model_server.metrics import ServingMetrics
 from tfs_model_server.options import ServerOptions, grpc_channel_arguments
 
@@ -160,9 +160,7 @@ class ModelServer:
             if isinstance(exc, ServingError):
                 raise
             message = getattr(exc, "message", None) or str(exc)
-            raise ServingError(
-                Code.NOT_FOUND if "not found" in message.lower() else Code.UNKNOWN, message
-            ) from exc
+            raise ServingError(code_of(exc), message) from exc
         if shared is not None:  # per-model batching: batched only with a file of its own
             servable.batched, servable.batching = own is not None, own
         self.metrics.load_attempt_count.inc(str(path), "success")

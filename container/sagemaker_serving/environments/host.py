@@ -45,6 +45,7 @@ from sagemaker_serving.environments.messages import (
     make_response,
     response_meta,
 )
+from sagemaker_serving.errors import brief
 from sagemaker_serving.user_code import contract as handler_contract
 from sagemaker_serving.user_code.handler_api import HandlerError
 from sagemaker_serving.user_code.loading import Handlers, UserCodeError, load_handlers
@@ -58,7 +59,6 @@ STOP_GRACE_SECONDS = 3.0
 BACKOFF_INITIAL, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 60.0
 _PR_SET_PDEATHSIG = 1
 MAX_REPORT_CHARS = 3000
-MAX_MESSAGE_CHARS = 4096  # of an error message sent back
 DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the master: 3 s)
 
 
@@ -335,7 +335,7 @@ class Worker:
             answer, content_type = handler_contract.answer(value, fn, role)
             return {"op": "result", "ok": True, "content_type": content_type}, answer
         except HandlerError as exc:
-            return _failed(exc.status, exc.message), b""
+            return _failed(exc.http_status, exc.message), b""
         except handler_contract.HandlerResultError as exc:
             log.error("%s", exc.message)
             return _failed(500, exc.message), b""
@@ -347,13 +347,8 @@ class Worker:
 
 
 def _failed(status: int, message: str) -> dict[str, Any]:
-    """An error answer; a status outside 400-599 is the handler's mistake (500), and the
-    message is kept brief."""
-    if not 400 <= status <= 599:
-        status = 500
-    if len(message) > MAX_MESSAGE_CHARS:
-        message = message[:MAX_MESSAGE_CHARS] + "..."
-    return {"op": "result", "ok": False, "status": status, "message": message}
+    """An error answer, its message kept brief."""
+    return {"op": "result", "ok": False, "status": status, "message": brief(message)}
 
 
 class _Stop(Exception):

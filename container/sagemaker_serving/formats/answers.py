@@ -66,7 +66,7 @@ def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
     try:
         return _convert(text.decode("utf-8", "replace"), chosen), chosen
     except ValueError:
-        raise PayloadError(502, NOT_AN_ANSWER) from None
+        raise PayloadError(NOT_AN_ANSWER, 502) from None
 
 
 def _convert(text: str, chosen: str) -> bytes:

@@ -86,9 +86,9 @@ def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelReq
     try:
         text = body.decode("utf-8-sig" if charset.lower() in UTF8_CHARSETS else charset)
     except LookupError:
-        raise PayloadError(415, f"Unsupported Media Type: text/csv; charset={charset}") from None
+        raise PayloadError(f"Unsupported Media Type: text/csv; charset={charset}", 415) from None
     except UnicodeDecodeError as err:
-        raise PayloadError(400, f"Malformed CSV: not valid {charset}: {err}") from None
+        raise PayloadError(f"Malformed CSV: not valid {charset}: {err}", 400) from None
     tap = _LineTap(text)
     reader = csv.reader(tap, strict=False)
     rows: list[Any] = []
@@ -109,7 +109,7 @@ def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelReq
                 width = len(fields)
             elif len(fields) != width:
                 raise PayloadError(
-                    400, f"Malformed CSV: line {line} has {len(fields)} fields, expected {width}"
+                    f"Malformed CSV: line {line} has {len(fields)} fields, expected {width}", 400
                 )
             quoted = _quoted_fields(raw) if '"' in raw else None
             row = []
@@ -121,15 +121,15 @@ def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelReq
                     value, special = _csv_value(field)
                 except _TooBig:
                     raise PayloadError(
-                        400,
                         f"Malformed CSV: line {line}, field {index + 1}: "
                         "number too big to be stored in double",
+                        400,
                     ) from None
                 nonfinite |= special
                 row.append(value)
             rows.append(row[0] if width == 1 else row)
     except csv.Error as err:
-        raise PayloadError(400, f"Malformed CSV: line {reader.line_num}: {err}") from None
+        raise PayloadError(f"Malformed CSV: line {reader.line_num}: {err}", 400) from None
     if not rows:
-        raise PayloadError(400, "Empty request body: expected CSV rows")
+        raise PayloadError("Empty request body: expected CSV rows", 400)
     return ModelRequest(wrap(batch_key(method), dumps(rows, nonfinite)), len(rows))

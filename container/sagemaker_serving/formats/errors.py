@@ -10,6 +10,3 @@ __all__ = ["PayloadError"]
 class PayloadError(StatusError, ValueError):
     """Bad client payload: status (400, 406, 415; 502 for an answer that is none) and a
     message for the JSON error body."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message, status)

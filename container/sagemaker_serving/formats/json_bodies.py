@@ -31,7 +31,7 @@ def decode_json(body: bytes, method: str) -> ModelRequest:
     body = strip_bom(body)
     text = body.strip()
     if not text:
-        raise PayloadError(400, "Empty request body: expected JSON")
+        raise PayloadError("Empty request body: expected JSON", 400)
     try:
         value, _ = loads(text)
     except ValueError as err:
@@ -43,7 +43,7 @@ def decode_json(body: bytes, method: str) -> ModelRequest:
                 return _json_lines(lines, method)
             except PayloadError:
                 pass
-        raise PayloadError(400, f"Malformed JSON: {err}") from None
+        raise PayloadError(f"Malformed JSON: {err}", 400) from None
     if _is_tfs_request(value):
         return ModelRequest(body, _batch_size(value))
     key = batch_key(method)
@@ -77,11 +77,11 @@ def _json_lines(lines: list[bytes], method: str) -> ModelRequest:
         try:
             value, _ = loads(line)
         except ValueError as err:
-            raise PayloadError(400, f"Malformed JSON Lines: line {number}: {err}") from None
+            raise PayloadError(f"Malformed JSON Lines: line {number}: {err}", 400) from None
         first = value if first is None else first
         items.append(line)
     if not items:
-        raise PayloadError(400, "Empty request body: expected JSON Lines")
+        raise PayloadError("Empty request body: expected JSON Lines", 400)
     if len(items) == 1 and _is_tfs_request(first):
         return ModelRequest(items[0], _batch_size(first))
     return ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), len(items))

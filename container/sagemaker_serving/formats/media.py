@@ -89,5 +89,5 @@ def negotiate(accept: str | None) -> str:
         if q > 0
     ]
     if not choices:
-        raise PayloadError(406, f"Not Acceptable: {client_text(accept)} (supported: {SUPPORTED})")
+        raise PayloadError(f"Not Acceptable: {client_text(accept)} (supported: {SUPPORTED})", 406)
     return min(choices)[3]

@@ -29,12 +29,12 @@ def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequ
     try:
         loaded = np.load(io.BytesIO(body), allow_pickle=False)
     except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
-        raise PayloadError(400, f"Could not read application/x-npy body: {err}") from None
+        raise PayloadError(f"Could not read application/x-npy body: {err}", 400) from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # .npz: one array per input name
         with loaded:
             arrays = {name: loaded[name] for name in loaded.files}
         if not arrays:
-            raise PayloadError(400, "application/x-npy: the .npz archive holds no arrays")
+            raise PayloadError("application/x-npy: the .npz archive holds no arrays", 400)
         columns = b",".join(json_key(name) + b":" + _array_json(a) for name, a in arrays.items())
         sizes = {len(a) if a.ndim else 1 for a in arrays.values()}
         return ModelRequest(
@@ -88,7 +88,7 @@ def _array_json(array: Any) -> bytes:
         return dumps(array.tolist())
     if kind in "Mm":
         return dumps(array.astype(str).tolist())
-    raise PayloadError(400, f"application/x-npy: unsupported array dtype {array.dtype}")
+    raise PayloadError(f"application/x-npy: unsupported array dtype {array.dtype}", 400)
 
 
 def _b64_tree(value: Any) -> Any:

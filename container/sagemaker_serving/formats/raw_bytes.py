@@ -17,7 +17,7 @@ def decode_bytes(body: bytes, ctype: str, inputs: Mapping[str, InputSpec] | None
     """The body for the signature's DT_STRING input (with `inputs` None: the only input).
     Raises PayloadError 415 when the signature has no such input, or several."""
     if not body:
-        raise PayloadError(400, f"Empty request body for {ctype}")
+        raise PayloadError(f"Empty request body for {ctype}", 400)
     b64 = b'{"b64":"' + base64.b64encode(body) + b'"}'
     if inputs is None:
         return ModelRequest(wrap("instances", b"[" + b64 + b"]"), 1)
@@ -42,7 +42,7 @@ def _no_bytes_input(ctype: str, inputs: Mapping[str, InputSpec]) -> PayloadError
         "is ambiguous"
     )
     return PayloadError(
-        415,
         f"Unsupported Media Type: {ctype}: the model's signature {problem} (inputs: {described}). "
         "Send JSON, or add a code/inference.py that converts the payload.",
+        415,
     )

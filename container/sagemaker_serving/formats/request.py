@@ -55,7 +55,7 @@ def client_bytes(content_type: str | None) -> Iterator[None]:
     except Exception as err:
         what = media_type(content_type) or "request"
         raise PayloadError(
-            400, f"Could not decode the {what} body: {type(err).__name__}: {err}"
+            f"Could not decode the {what} body: {type(err).__name__}: {err}", 400
         ) from None
 
 
@@ -66,7 +66,7 @@ def _decode_request(
     method: str,
 ) -> ModelRequest:
     if method not in METHODS:
-        raise PayloadError(400, f"Unsupported method: {method} (expected {EXPECTED[METHOD]})")
+        raise PayloadError(f"Unsupported method: {method} (expected {EXPECTED[METHOD]})", 400)
     ctype = media_type(content_type)
     if ctype in JSON_TYPES:
         return decode_json(body, method)
@@ -82,4 +82,4 @@ def _decode_request(
         return decode_npy(body, inputs)
     if ctype in TFEXAMPLE_TYPES:
         return decode_tfexample(body, inputs, method)
-    raise PayloadError(415, f"Unsupported Media Type: {content_type or 'Unknown'}")
+    raise PayloadError(f"Unsupported Media Type: {content_type or 'Unknown'}", 415)

@@ -61,9 +61,9 @@ def _signature_tensors(metadata: dict, signature_name: str, side: str) -> dict[s
     if signature_name not in signatures:
         available = ", ".join(sorted(signatures)) or "none"
         raise PayloadError(
-            400,
             f'Serving signature name: "{signature_name}" not found in signature def '
             f"(available: {available})",
+            400,
         )
     specs: dict[str, InputSpec] = {}
     for alias, info in (signatures[signature_name].get(side) or {}).items():

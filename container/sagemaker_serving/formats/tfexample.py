@@ -36,7 +36,7 @@ def split_tfrecords(body: bytes) -> list[bytes] | None:
         try:
             frame.check(body)
         except TFRecordError as err:
-            raise PayloadError(400, f"Corrupt TFRecord: record {err.index}: {err.reason}") from None
+            raise PayloadError(f"Corrupt TFRecord: record {err.index}: {err.reason}", 400) from None
     return [body[frame.start : frame.end] for frame in frames]
 
 
@@ -48,7 +48,7 @@ def parse_examples(records: list[bytes]) -> list[Any]:
             examples.append(Example.FromString(record))
         except DecodeError as err:
             raise PayloadError(
-                400, f"Record {index} is not a serialized tf.train.Example: {err}"
+                f"Record {index} is not a serialized tf.train.Example: {err}", 400
             ) from None
     return examples
 
@@ -58,7 +58,7 @@ def decode_tfexample(
 ) -> ModelRequest:
     """The examples for `method`; `inputs` (None: unknown) decides how predict feeds them."""
     if not body:
-        raise PayloadError(400, "Empty request body: expected a serialized tf.train.Example")
+        raise PayloadError("Empty request body: expected a serialized tf.train.Example", 400)
     records = split_tfrecords(body) or [body]
     examples = parse_examples(records)
     count = len(records)
@@ -90,9 +90,9 @@ def decode_tfexample(
                 instance[name] = {"b64": base64.b64encode(record).decode("ascii")}
             else:
                 raise PayloadError(
-                    400,
                     f"Record {index}: tf.train.Example has no feature {name!r} for the model "
                     f"input of that name (features: {', '.join(sorted(features)) or 'none'})",
+                    400,
                 )
         instances.append(instance[next(iter(inputs))] if single else instance)
     return ModelRequest(dumps({"instances": instances}, nonfinite), count)

@@ -116,7 +116,7 @@ def ping_gate(ready_file: Path) -> str:
     of the /ping request."""
     return (
         f'if (!-f "{ready_file}") {{ '
-        """return 503 '{"error": "Starting: not ready yet"}\\n'; }"""
+        """return 503 '{"error": "Starting: not ready yet", "request_id": "$req_id"}\\n'; }"""
     )
 
 

@@ -19,6 +19,7 @@ import orjson
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.errors import brief
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.environments import ModelEnvironments
 from sagemaker_serving.multimodel.errors import MultiModelError
@@ -28,7 +29,6 @@ from sagemaker_serving.multimodel.manager import (
     MultiModelManager,
 )
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry
-from sagemaker_serving.service.invocations import json_error
 from sagemaker_serving.user_code.loading import Handlers
 
 if TYPE_CHECKING:
@@ -43,13 +43,12 @@ INVOKE_SUFFIX = "/invoke"
 MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
 
 
-def _error(req: Request, resp: Response, exc: MultiModelError, root: Path) -> None:
-    """The error as JSON with the request id; paths under the model directory relative to
-    it (a client names models by url, and needs no internal paths); at most MAX_ERROR_CHARS."""
+def _public(exc: MultiModelError, root: Path) -> MultiModelError:
+    """The error as a client may see it (the app's error answer writes it): paths under the
+    model directory relative to it (a client names models by url, and needs no internal
+    paths), at most MAX_ERROR_CHARS."""
     message = exc.message.replace(f"{root}/", "").replace(str(root), ".")
-    if len(message) > MAX_ERROR_CHARS:
-        message = message[:MAX_ERROR_CHARS] + "..."
-    json_error(resp, exc.status, message, req.get_header("X-Request-Id") or "")
+    return MultiModelError(brief(message, MAX_ERROR_CHARS), exc.status)
 
 
 def _ok(resp: Response, doc: dict) -> None:
@@ -75,8 +74,7 @@ class ModelsResource:
                 self.manager.page, limit, req.get_param("next_page_token")
             )
         except MultiModelError as exc:
-            _error(req, resp, exc, self.manager.model_root)
-            return
+            raise _public(exc, self.manager.model_root) from None
         doc: dict = {"models": [_description(m) for m in models]}
         if next_token is not None:
             doc["nextPageToken"] = next_token
@@ -89,8 +87,7 @@ class ModelsResource:
                 self.manager.load, name, url, self.code.prepare, self.code.release
             )
         except MultiModelError as exc:
-            _error(req, resp, exc, self.manager.model_root)
-            return
+            raise _public(exc, self.manager.model_root) from None
         ports = self.manager.client
         rest = ", ".join(map(str, ports.rest_ports))
         grpc = ", ".join(map(str, ports.grpc_ports))
@@ -130,7 +127,7 @@ class ModelSink:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
-            _error(req, resp, exc, self.manager.model_root)
+            raise _public(exc, self.manager.model_root) from None
 
     def _unload(self, name: str) -> None:
         self.manager.unload(name, self.code.release)

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 MEMORY_FACTOR = 2.0  # loaded size / size on disk, a rough upper bound for SavedModels
 MAX_NAME_LENGTH = 1024
 ROLLBACK_SECONDS = 30.0  # per instance, to take a failed load back out
+RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"  # the status code of a load short of memory: 507
 POLL_SECONDS = 0.05  # between model status requests while a load or unload goes on
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
@@ -125,7 +126,7 @@ class MultiModelManager:
                     raise already_loaded(name)
                 self.client.forget(model.internal_name)
                 try:
-                    self._apply([*models.values(), model], deadline)
+                    self._apply([*models.values(), model], deadline, loading=model)
                     self._wait(model, deadline, available=True)
                     self.registry.write({**models, name: model}, generation)
                 except Exception as exc:
@@ -227,11 +228,13 @@ class MultiModelManager:
                 507,
             )
 
-    def _apply(self, models: Sequence[LoadedModel], deadline: float) -> None:
+    def _apply(
+        self, models: Sequence[LoadedModel], deadline: float, loading: LoadedModel | None = None
+    ) -> None:
         """Send the model list to every model server instance (each waits for its loads)."""
         config = _config(models)
         for index in range(len(self.client.grpc_ports)):
-            self._apply_to(index, config, deadline)
+            self._apply_to(index, config, deadline, loading)
 
     def _take_back(self, models: Sequence[LoadedModel]) -> None:
         """After a failed load: every instance gets the list without it, each within its own
@@ -243,14 +246,31 @@ class MultiModelManager:
             except MultiModelError as exc:
                 log.error("model server %d did not take the model back out: %s", index, exc)
 
-    def _apply_to(self, index: int, config: bytes, deadline: float) -> None:
+    def _apply_to(
+        self, index: int, config: bytes, deadline: float, loading: LoadedModel | None = None
+    ) -> None:
+        """The list on instance `index`; when it refuses, 507 if the load of `loading` failed
+        for lack of memory or another resource (RESOURCE_EXHAUSTED, the code the model server
+        carries for the refusal or for the model's failed versions), else 500."""
         try:
-            message = self.client.grpc.reload_config(index, config, deadline)
+            refused = self.client.grpc.reload_config(index, config, deadline)
         except ModelServerError as exc:
             raise as_multi_model_error("The model server did not apply the models", exc) from None
-        if message is not None:
-            status = 507 if "RESOURCE_EXHAUSTED" in message or "memory" in message else 500
-            raise MultiModelError(f"The model server could not load the model: {message}", status)
+        if refused is not None:
+            codes = {refused.code}
+            if loading is not None:
+                codes |= self._failure_codes(index, loading, deadline)
+            status = 507 if RESOURCE_EXHAUSTED in codes else 500
+            raise MultiModelError(f"The model server could not load the model: {refused}", status)
+
+    def _failure_codes(self, index: int, model: LoadedModel, deadline: float) -> set[str]:
+        """Why `model`'s versions failed on instance `index` (TF Serving aggregates a reload's
+        failures under UNKNOWN; each version's status keeps its own code)."""
+        try:
+            return self.client.rest.version_error_codes(index, model.internal_name, deadline)
+        except ModelServerError as exc:
+            log.warning("the status of %s on instance %d: %s", model.name, index, exc)
+            return set()
 
     def _wait(self, model: LoadedModel, deadline: float, available: bool) -> None:
         """Until every version is AVAILABLE (or the model is gone) on every instance."""

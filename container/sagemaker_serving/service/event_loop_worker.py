@@ -15,10 +15,10 @@ import threading
 import time
 from typing import Any
 
-import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn_worker import UvicornWorker
 
+from sagemaker_serving.errors import error_body
 from sagemaker_serving.service.placement import handler_holds_loop
 
 WORKER_CLASS = f"{__name__}.EventLoopWorker"
@@ -37,7 +37,7 @@ class JsonErrorsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
 
     def send_400_response(self, msg: str) -> None:
-        body = orjson.dumps({"error": f"Bad Request: {msg}"}) + b"\n"
+        body = error_body(f"Bad Request: {msg}", "")  # no request was read: it has no id
         self.transport.write(
             b"".join(
                 [

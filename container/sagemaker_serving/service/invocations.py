@@ -5,15 +5,12 @@ server is made from the event loop; handlers run where placement.py puts them.""
 from __future__ import annotations
 
 import io
-import logging
 import time
 import uuid
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
-import falcon
-import orjson
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.body_formats import DEFAULT_TYPE
@@ -25,29 +22,16 @@ from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.service.default_handlers import LARGE_PAYLOAD, BuiltinFormats
+from sagemaker_serving.service.error_answers import status_and_message, write_error
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.routing import Route, parse_route
 from sagemaker_serving.tfs_client import wire as tfs_wire
 from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.user_code import chain
-from sagemaker_serving.user_code.contract import HandlerResultError
-from sagemaker_serving.user_code.handler_api import Context, HandlerError
+from sagemaker_serving.user_code.handler_api import Context
 from sagemaker_serving.user_code.loading import Handler, HandlerProcesses, Handlers
 from tfs_rest_json.model_version import is_model_version
-
-log = logging.getLogger("sagemaker_serving.service")
-
-
-MAX_MESSAGE_CHARS = 4096  # an error message is brief: what is wrong, not a dump
-
-
-def json_error(resp: Response, status: int, message: str, request_id: str) -> None:
-    if len(message) > MAX_MESSAGE_CHARS:
-        message = message[:MAX_MESSAGE_CHARS] + "..."
-    resp.status = falcon.code_to_http_status(status)
-    resp.content_type = "application/json"
-    resp.data = orjson.dumps({"error": message, "request_id": request_id}) + b"\n"
 
 
 def _named(message: str, internal: str | None, name: str | None) -> str:
@@ -75,13 +59,10 @@ class Invocations:
 
     async def on_post(self, req: Request, resp: Response) -> None:
         if self.config.multi_model:
-            json_error(
-                resp,
-                400,
+            raise StatusError(
                 "This is a multi-model endpoint: invoke a model with POST /models/<name>/invoke",
-                req.get_header("X-Request-Id") or "",
+                400,
             )
-            return
         await self.respond(req, resp, self.handlers)
 
     async def respond(
@@ -122,18 +103,9 @@ class Invocations:
             resp.data = body
             resp.content_type = content_type
             status = 200
-        except (HandlerError, StatusError) as exc:
-            status = exc.status if 400 <= exc.status <= 599 else 500  # a handler's 200 or 999
-            json_error(resp, status, _named(exc.message, model_name, label), request_id)
-        except HandlerResultError as exc:  # the user's handler broke the contract
-            log.error("%s", exc.message, exc_info=exc)
-            json_error(resp, 500, exc.message, request_id)
-        except falcon.HTTPError as exc:
-            status = exc.status_code
-            json_error(resp, status, exc.description or exc.title, request_id)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
-            log.exception("handler failed")
-            json_error(resp, 500, f"{type(exc).__name__}: {exc}", request_id)
+            status, message = status_and_message(exc, "handler failed")
+            write_error(resp, status, _named(message, model_name, label), request_id)
         finally:
             self.metrics.request("/invocations", status, model, time.monotonic() - started)
             REQUEST_ID.reset(request_token)
@@ -221,7 +193,7 @@ class Invocations:
                 )
                 return {"ok": True, "content_type": content_type}, answer
             raise StatusError(f"No such built-in function: {fn}", 500)
-        except (HandlerError, StatusError) as exc:
+        except StatusError as exc:
             return {"ok": False, "status": exc.status, "message": exc.message}, b""
 
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:

@@ -14,6 +14,7 @@ from typing import Any
 
 from sagemaker_serving.tfs_client.errors import (
     UNAVAILABLE,
+    ConfigRefused,
     ModelServerError,
     ModelServerTimeout,
     ModelServerUnavailable,
@@ -69,9 +70,9 @@ class GrpcClient:
             call = self._predict_calls[index] = self.channel(index).unary_unary(PREDICT_METHOD)
         return _call(call, request, deadline, _NOT_ANSWERED)
 
-    def reload_config(self, index: int, config: bytes, deadline: float) -> str | None:
+    def reload_config(self, index: int, config: bytes, deadline: float) -> ConfigRefused | None:
         """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
-        None when the model server applied the config, else its status (`CODE: message`).
+        None when the model server applied the config, else its status (code and message).
         TF Serving fails the call with that status; a status in an answered call (as older
         servers send it) counts too. A model server that cannot be reached raises."""
         import grpc
@@ -84,12 +85,12 @@ class GrpcClient:
             code = exc.code()
             if code is None or code.name in _NOT_REACHED:
                 raise grpc_error(exc) from None
-            return f"{code.name}: {exc.details() or ''}"
+            return ConfigRefused(code.name, exc.details() or "")
         status = ReloadConfigResponse.FromString(answer).status
         if not status.error_code:
             return None
         name = next((c.name for c in grpc.StatusCode if c.value[0] == status.error_code), "UNKNOWN")
-        return f"{name}: {status.error_message}"
+        return ConfigRefused(name, status.error_message)
 
 
 def _call(call: Any, request: bytes, deadline: float, too_late: str, raw: bool = False) -> bytes:

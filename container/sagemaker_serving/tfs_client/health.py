@@ -30,6 +30,14 @@ def version_states(status: bytes | str) -> dict[int, str]:
     return {int(item["version"]): item["state"] for item in items}
 
 
+def version_error_codes(status: bytes | str) -> set[str]:
+    """The status codes (names, such as RESOURCE_EXHAUSTED) of the versions a model status
+    answer lists as failed."""
+    items = json.loads(status).get("model_version_status", [])
+    codes = {str(item.get("status", {}).get("error_code", "OK")) for item in items}
+    return codes - {"OK", "0"}
+
+
 def all_available(states: Mapping[int, str], versions: Collection[int] | None = None) -> bool:
     """True when each of `versions` (default: every version listed) is AVAILABLE; False when
     there is none to ask about."""

@@ -88,12 +88,23 @@ class RestClient:
 
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
         """{version: state} of `model` on instance `index`; {} when it is unknown there."""
+        status = self._model_status(index, model, deadline)
+        return {} if status is None else health.version_states(status)
+
+    def version_error_codes(self, index: int, model: str, deadline: float) -> set[str]:
+        """The status codes of `model`'s failed versions on instance `index` (a failed load's
+        reason, carried by the model server); empty when it is unknown there."""
+        status = self._model_status(index, model, deadline)
+        return set() if status is None else health.version_error_codes(status)
+
+    def _model_status(self, index: int, model: str, deadline: float) -> bytes | None:
+        """The model status answer of `model` on instance `index`; None when it is unknown."""
         reply = self.request("GET", self.uri(index, health.model_path(model)), None, deadline)
         if reply.status_code == 404:
-            return {}
+            return None
         if reply.status_code != 200:
             raise ModelServerError(error_text(reply), reply.status_code)
-        return health.version_states(reply.content)
+        return reply.content
 
     def metadata(self, index: int, model: str, version: str | None, deadline: float) -> dict:
         """The REST metadata of `model` (of `version` if given), from instance `index` on first

@@ -15,6 +15,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from sagemaker_serving.errors import StatusError
+
 _BODY = "a str or bytes-like body"
 EXPECTED = {
     "input_handler": "a str (JSON) or bytes-like request body for the model server",
@@ -24,14 +26,11 @@ EXPECTED = {
 _REPR_CHARS = 60
 
 
-class HandlerResultError(TypeError):
+class HandlerResultError(StatusError, TypeError):
     """A handler returned what the contract does not allow (an error of the user's code: 500)."""
 
-    status = 500
-
     def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(message, 500)
 
 
 def where(fn: Callable) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from sagemaker_serving.errors import StatusError
+
 # The ten fields of the AWS container's Context, in its order, then ours: the request id, the
 # request's deadline (time.monotonic()) and the seconds left at the start, and the default model.
 Context = namedtuple(
@@ -27,10 +29,9 @@ Context = namedtuple(
 )
 
 
-class HandlerError(Exception):
-    """Raise from a handler to answer with a status (4xx by default) and a JSON error message."""
+class HandlerError(StatusError):
+    """Raise from a handler to answer with a status (400 by default) and a JSON error message
+    (a status outside 400-599 is answered 500)."""
 
     def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
+        super().__init__(message, status)

@@ -128,7 +128,7 @@ def test_what_escapes_the_app_before_an_answer_is_a_json_500():
         raise RuntimeError("escaped")
 
     client = falcon.testing.TestClient(guarded(app, TOKEN))
-    reply = client.simulate_get("/ping", headers={TOKEN_HEADER: TOKEN})
+    reply = client.simulate_get("/ping", headers={TOKEN_HEADER: TOKEN, "X-Request-Id": "r-9"})
     assert reply.status_code == 500
-    assert reply.json == {"error": "Internal Server Error"}
+    assert reply.json == {"error": "Internal Server Error", "request_id": "r-9"}
     assert reply.headers["Content-Type"] == "application/json"

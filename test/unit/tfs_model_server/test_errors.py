@@ -9,6 +9,17 @@ from tfs_model_server import errors
 from tfs_model_server.errors import Code, ServingError
 
 
+def test_code_of_reads_the_code_an_exception_carries_never_its_words():
+    import tensorflow as tf
+
+    assert errors.code_of(tf.errors.NotFoundError(None, None, "gone")) is Code.NOT_FOUND
+    exhausted = tf.errors.ResourceExhaustedError(None, None, "OOM when allocating")
+    assert errors.code_of(exhausted) is Code.RESOURCE_EXHAUSTED
+    assert errors.code_of(MemoryError()) is Code.RESOURCE_EXHAUSTED
+    assert errors.code_of(errors.invalid_argument("x")) is Code.INVALID_ARGUMENT
+    assert errors.code_of(ValueError("not found: out of memory")) is Code.UNKNOWN
+
+
 def test_codes_are_the_grpc_codes():
     assert [code.name for code in Code] == [code.name for code in grpc.StatusCode]
     for code in Code:

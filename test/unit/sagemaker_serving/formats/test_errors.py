@@ -7,6 +7,6 @@ from sagemaker_serving.formats.errors import PayloadError
 
 
 def test_payload_error_fields():
-    err = PayloadError(415, "nope")
+    err = PayloadError("nope", 415)
     assert isinstance(err, ValueError) and isinstance(err, StatusError)
     assert (err.status, err.message, str(err)) == (415, "nope", "nope")

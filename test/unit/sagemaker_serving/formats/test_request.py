@@ -70,7 +70,7 @@ def test_client_bytes_names_the_media_type_and_the_error():
 
 def test_client_bytes_lets_payload_and_memory_errors_through():
     with pytest.raises(PayloadError) as info, client_bytes(None):
-        raise PayloadError(415, "as it was")
+        raise PayloadError("as it was", 415)
     assert info.value.message == "as it was"
     with pytest.raises(MemoryError), client_bytes(None):
         raise MemoryError

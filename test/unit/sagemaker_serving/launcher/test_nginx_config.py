@@ -4,6 +4,8 @@ compiles tfs.js, so an njs syntax error fails here as it would at container star
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ import pytest
 
 from sagemaker_serving.config.access import Access, new_access
 from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.errors import error_body
 from sagemaker_serving.launcher.nginx_config import (
     NGINX_DIR,
     NginxConf,
@@ -86,6 +89,23 @@ def test_nginx_rejects_an_njs_syntax_error(tmp_path: Path, variant: str):
     result = nginx_test(render_variant(tmp_path / "run", variant, nginx_dir))
     assert result.returncode != 0
     assert "tfs.js" in result.stderr
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_every_json_answer_nginx_makes_itself_has_the_python_services_keys(
+    tmp_path: Path, variant: str
+):
+    """nginx's own error bodies (`return NNN '{...}'`) have the keys of the Python service's
+    one writer (errors.error_body); tfs.js's sendError writes the same two."""
+    text = render_variant(tmp_path, variant).path.read_text()
+    bodies = re.findall(r"return\s+(\d{3})\s+'(\{[^']*\})\\n'", text)
+    assert len(bodies) > 20, bodies  # the error pages, the methods, the checks, ...
+    python_keys = set(json.loads(error_body("m", "r")))
+    for status, body in bodies:
+        doc = json.loads(body.replace("$req_id", "r"))
+        assert set(doc) == python_keys and doc["request_id"] == "r", (status, body)
+    njs = (NGINX_DIR / "tfs.js").read_text()
+    assert "sendJson(r, status, {error: clean(message), request_id: r.variables.req_id});" in njs
 
 
 def test_the_variants_route_invocations_where_they_should(tmp_path: Path):

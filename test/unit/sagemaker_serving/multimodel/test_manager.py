@@ -14,7 +14,7 @@ from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.multimodel.manager import MultiModelManager, check_name
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry, internal_name
 from sagemaker_serving.tfs_client.client import ModelServerClient
-from sagemaker_serving.tfs_client.errors import ModelServerTimeout
+from sagemaker_serving.tfs_client.errors import ConfigRefused, ModelServerTimeout
 
 
 def model(name: str) -> LoadedModel:
@@ -147,6 +147,39 @@ def test_a_load_past_its_deadline_is_504_and_taken_back_out_of_every_instance(tm
     # the load went to both instances, then both got the list without it
     assert client.reloads[-2:] == [(0, [internal_name("a")]), (1, [internal_name("a")])]
     assert set(mm.registry.read()) == {"a"}
+
+
+@pytest.mark.parametrize(
+    ("refused", "version_codes", "status"),
+    [
+        ("UNKNOWN", {"RESOURCE_EXHAUSTED"}, 507),  # TF Serving: a failed load under UNKNOWN
+        ("RESOURCE_EXHAUSTED", set(), 507),
+        ("UNKNOWN", {"INVALID_ARGUMENT"}, 500),
+        ("UNKNOWN", set(), 500),
+    ],
+)
+def test_a_refused_load_is_507_only_for_the_resource_exhausted_code_it_carries(
+    tmp_path, model_root, refused, version_codes, status
+):
+    """The status comes from the codes the model server carries (the refusal's, the failed
+    versions'), never from the words of its message."""
+
+    class Refusing(FakeModelServers):
+        def reload_config(self, index, config, deadline):
+            super().reload_config(index, config, deadline)
+            if internal_name("b") in self.reloads[-1][1]:
+                return ConfigRefused(refused, "out of memory (the words decide nothing)")
+            return None
+
+        def version_error_codes(self, index, model, deadline):
+            return version_codes if model == internal_name("b") else set()
+
+    client = Refusing()
+    with pytest.raises(MultiModelError) as info:
+        manager(tmp_path, model_root, client).load("b", "b")
+    assert info.value.status == status
+    assert info.value.message.endswith(f"{refused}: out of memory (the words decide nothing)")
+    assert client.reloads[-2:] == [(0, []), (1, [])]  # taken back out of every instance
 
 
 def test_an_unexpected_failure_while_loading_is_a_500_and_taken_back(tmp_path, model_root):

@@ -95,10 +95,13 @@ def test_reload_config_loads_and_unloads_and_says_what_failed(
         (tmp_path / "broken" / "1").mkdir(parents=True)
         (tmp_path / "broken" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
         broken = Model("broken", tmp_path / "broken", (1,))
-        message = client.reload_config(
+        refused = client.reload_config(
             0, model_server_config([broken]).SerializeToString(), deadline(60)
         )
-        assert message and "broken" in message
+        assert refused is not None and "broken" in refused.message, refused
+        # the failed version's own code, carried by its status (the refusal is UNKNOWN)
+        codes = rest.version_error_codes(0, "broken", deadline())
+        assert codes and "OK" not in codes, codes
     finally:
         client.reload_config(0, model_server_config([]).SerializeToString(), deadline(60))
     states = rest.version_states(0, "loaded", deadline())
