@@ -122,6 +122,8 @@ def test_a_handler_that_returns_the_wrong_type_is_a_500_that_says_so(tmp_path, p
         log = server.log()
     for _, _, message in cases:
         assert message in log
+        following = log[log.index(message) :].splitlines()[1:40]  # with its traceback
+        assert "Traceback (most recent call last):" in following, following
 
 
 def test_a_stop_while_pip_installs_ends_pip_and_leaves_nothing(tmp_path):

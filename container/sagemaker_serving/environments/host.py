@@ -337,7 +337,7 @@ class Worker:
         except HandlerError as exc:
             return _failed(exc.http_status, exc.message), b""
         except handler_contract.HandlerResultError as exc:
-            log.error("%s", exc.message)
+            log.error("%s", exc.message, exc_info=exc)
             return _failed(500, exc.message), b""
         except BaseException as exc:  # SystemExit and the like too: the thread serves on
             log.exception("%s failed", role)
