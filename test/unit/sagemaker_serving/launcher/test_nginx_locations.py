@@ -45,6 +45,7 @@ class Backend(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     big = BIG
     small = True
+    page = 0  # set: a predict is answered with an HTML page of this status, as nginx's own
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
@@ -56,11 +57,15 @@ class Backend(BaseHTTPRequestHandler):
             status, body = 404, b'{ "error": "Could not find any versions of model x" }'
         elif self.small and path == "/ping":
             status, body = 200, b""
+        elif self.page and path.endswith(":predict"):
+            status, body = self.page, b"<html><body><h1>nginx says no</h1></body></html>"
         else:
             items = ",".join(["1.0"] * ((self.big - 20) // 4))
             status, body = 200, ('{"predictions": [' + items + "]}").encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header(
+            "Content-Type", "text/html" if body.startswith(b"<html") else "application/json"
+        )
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -187,3 +192,21 @@ def test_a_ping_that_fails_names_the_model_not_an_internal_address(tmp_path: Pat
         status, body = ask(port, "GET", "/ping")
     assert status == 503
     assert json.loads(body)["error"] == "Not ready: model gone is not available (404)"
+
+
+@pytest.mark.parametrize(
+    ("page", "status", "error"),
+    [
+        (413, 502, "The request to the model server failed (HTTP 413)"),
+        (404, 502, "The request to the model server failed (HTTP 404)"),
+        (502, 503, "The model server is unavailable (HTTP 502)"),
+    ],
+)
+def test_an_html_page_on_the_fast_paths_hop_is_json(tmp_path, monkeypatch, page, status, error):
+    """An HTML page about the fast path's own request to the model server (nginx's 413 was
+    one) reaches the client as a JSON error, never inside one."""
+    monkeypatch.setattr(Backend, "page", page)
+    with front_door(tmp_path, {}, user_code=False) as port:
+        got, body = ask(port, "POST", "/invocations", b"[1.0]")
+    assert got == status, body
+    assert b"<html" not in body and json.loads(body)["error"] == error
