@@ -97,14 +97,17 @@ def _links(mme: Path, elsewhere: Path) -> None:
     (mme / "inside" / "model").symlink_to(mme / "half_plus_three")
 
 
+LIMIT = 1 << 20  # the stacks' body limit: chunked bodies past it cost 1-2 MiB, not 100
+
+
 def stack_env(name: str) -> dict[str, str]:
     env = {
-        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three",
         "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS": "2",  # announced bodies that never come
+        "SAGEMAKER_MAX_PAYLOAD_IN_MB": str(LIMIT >> 20),
     }
     if name == "mme":
-        env = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS": "2"}
-    return env
+        return {**env, "SAGEMAKER_MULTI_MODEL": "true"}
+    return {**env, "SAGEMAKER_TFS_DEFAULT_MODEL_NAME": "half_plus_three"}
 
 
 # ----- cases ---------------------------------------------------------------------------------
@@ -122,6 +125,7 @@ class Case:
     length: str = "exact"  # exact | none | short | long | chunked
     raw: bytes | None = None
     kind: str = "http"
+    chunk: int = 0  # chunked: the body in chunks of this many bytes (0: one chunk)
 
     @property
     def route(self) -> str:
@@ -147,7 +151,9 @@ class Case:
             lines.append(b"Content-Length: %d" % max(0, len(body) - 3))
         elif self.length == "chunked":
             lines.append(b"Transfer-Encoding: chunked")
-            body = (b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)) if body else b"0\r\n\r\n"
+            step = self.chunk or len(body) or 1
+            parts = [body[i : i + step] for i in range(0, len(body), step)]
+            body = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in parts) + b"0\r\n\r\n"
         lines.append(b"Connection: close")
         return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
@@ -607,10 +613,28 @@ def _repeated_attributes(draw, stack: str) -> Case:
 
 
 @st.composite
+def _chunked_around_the_limit(draw, stack: str) -> Case:
+    """A chunked body of valid JSON or CSV from one byte under the limit to twice past it, in
+    chunks of 4 KiB to the whole: up to the limit it is served, past it a JSON 413."""
+    size = draw(st.sampled_from((LIMIT - 1, LIMIT, LIMIT + 1, LIMIT + 4096, 2 * LIMIT)))
+    chunk = draw(st.sampled_from((4096, 65536, 0)))
+    if draw(st.booleans()):
+        content_type, body = "application/json", b"[1.0" + b" " * (size - 5) + b"]"
+    else:
+        content_type, body = "text/csv", b"1.0\n" * (size // 4) + b"1" * (size % 4)
+    return Case(stack, "POST", _invoke_path(stack), ((b"Content-Type", content_type.encode()),),
+                body, "chunked", kind="chunked", chunk=chunk)  # fmt: skip
+
+
+@st.composite
 def _second_round(draw, stack: str) -> Case:
     return draw(
         st.one_of(
-            _deep(stack), _long_number(stack), _odd_version(stack), _repeated_attributes(stack)
+            _deep(stack),
+            _long_number(stack),
+            _odd_version(stack),
+            _repeated_attributes(stack),
+            _chunked_around_the_limit(stack),
         )
     )
 
@@ -819,6 +843,7 @@ KIND_NAMES = {  # Case.kind as the table names it
     "attributes": "custom attributes header 2-3x",
     "link": "mme url with symlinks",
     "unwritable": "mme lone-surrogate name/url",
+    "chunked": "chunked bodies around the limit",
 }
 
 
