@@ -47,6 +47,7 @@ from sagemaker_serving.service.invocations import Invocations
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.tfs_client.health import InstanceWatch
+from sagemaker_serving.user_code import fork_guard
 from sagemaker_serving.user_code.loading import Handlers, UserCodeError
 
 log = logging.getLogger("sagemaker_serving.service")
@@ -227,6 +228,9 @@ class ServiceApplication(BaseApplication):
         """In each worker: the app, and this process's one ServiceMetrics. A worker that
         cannot import the user's handlers leaves the reason for serve's last line."""
         self.metrics = ServiceMetrics()
+        bound = str(self.options["bind"]).removeprefix("unix:")
+        # a child the user's code forks closes nginx's connections: it never answers one
+        fork_guard.close_in_children(lambda: fork_guard.sockets_bound_to(bound))
         try:
             app = create_app(self.config_obj, self.metrics)
         except UserCodeError as exc:

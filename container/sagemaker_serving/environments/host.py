@@ -47,6 +47,7 @@ from sagemaker_serving.environments.messages import (
 )
 from sagemaker_serving.errors import brief
 from sagemaker_serving.user_code import contract as handler_contract
+from sagemaker_serving.user_code import fork_guard
 from sagemaker_serving.user_code.handler_api import HandlerError
 from sagemaker_serving.user_code.loading import Handlers, UserCodeError, load_handlers
 
@@ -224,12 +225,14 @@ def _callback(fn: str, context: Any, header: dict[str, Any], body: bytes) -> tup
     conn = getattr(_local, "conn", None)
     if conn is None:
         raise RuntimeError(f"{fn} can only be called from a handler while it handles a request")
-    doc = {"op": "callback", "fn": fn, "context": context_fields(context), **header}
+    call_id = getattr(_local, "call_id", None)
+    doc = {"op": "callback", "id": call_id, "fn": fn, "context": context_fields(context), **header}
     protocol.write_frame(conn, doc, body)
     frame = protocol.read_frame(conn)
     if frame is None:
         raise ConnectionError("the service closed the connection")
     reply, data = frame
+    protocol.check_id(reply, call_id)
     if not reply.get("ok"):
         raise HandlerError(str(reply.get("message")), int(reply.get("status", 500)))
     return data, reply.get("content_type")
@@ -256,6 +259,12 @@ class Worker:
         self.handlers = Handlers()
         self.calls = 0  # in progress
         self._active = threading.Condition()
+        self._sockets: set[socket.socket] = set()  # the listener and every connection
+        # a child the user's code forks closes them all: it can never answer a call
+        fork_guard.close_in_children(self._socket_fds)
+
+    def _socket_fds(self) -> list[int]:
+        return [s.fileno() for s in list(self._sockets) if s.fileno() >= 0]
 
     def run(self) -> int:
         ready = os.fdopen(self.args.ready_fd, "w", buffering=1)
@@ -273,6 +282,7 @@ class Worker:
             ready.write("error " + json.dumps({"pid": os.getpid(), "message": message}) + "\n")
             return 3
         listener = socket.socket(fileno=self.args.worker_fd)
+        self._sockets.add(listener)
         ready.write(
             "ready " + json.dumps({"pid": os.getpid(), "functions": self.handlers.names}) + "\n"
         )
@@ -281,6 +291,7 @@ class Worker:
         try:
             while True:
                 conn, _ = listener.accept()
+                self._sockets.add(conn)
                 threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
         except _Stop:
             listener.close()
@@ -289,8 +300,8 @@ class Worker:
 
     def serve(self, conn: socket.socket) -> None:
         _local.conn = conn
-        with conn:
-            try:
+        try:
+            with conn:
                 while (frame := protocol.read_frame(conn)) is not None:
                     header, body = frame
                     if header.get("op") == "hello":
@@ -299,15 +310,18 @@ class Worker:
                         with self._active:
                             self.calls += 1
                         try:
-                            protocol.write_frame(conn, *self.call(header, body))
+                            reply, answer = self.call(header, body)
+                            protocol.write_frame(conn, {**reply, "id": header.get("id")}, answer)
                         finally:
                             with self._active:
                                 self.calls -= 1
                                 self._active.notify_all()
                     else:
                         return
-            except (OSError, protocol.ProtocolError):
-                return
+        except (OSError, protocol.ProtocolError):
+            return
+        finally:
+            self._sockets.discard(conn)
 
     def _finish_calls(self, deadline: float) -> None:
         """Let the calls in progress answer (an unload or a stop), until `deadline`."""
@@ -323,13 +337,14 @@ class Worker:
         fn = getattr(self.handlers, role, None) if role in self.handlers.names else None
         context = make_context(header["context"])
         _local.request_id = context.request_id
+        _local.call_id = header.get("id")
         try:
             if fn is None:
                 raise RuntimeError(f"inference.py has no {role}")
             if role == "output_handler":
-                value = fn(make_response(header["response"], body), context)
+                value = fork_guard.call(fn, make_response(header["response"], body), context)
             else:
-                value = fn(io.BytesIO(body), context)
+                value = fork_guard.call(fn, io.BytesIO(body), context)
             if role == "input_handler":
                 return {"op": "result", "ok": True}, handler_contract.request_body(value, fn)
             answer, content_type = handler_contract.answer(value, fn, role)
@@ -343,7 +358,7 @@ class Worker:
             log.exception("%s failed", role)
             return _failed(500, f"{type(exc).__name__}: {exc}"), b""
         finally:
-            _local.request_id = None
+            _local.request_id = _local.call_id = None
 
 
 def _failed(status: int, message: str) -> dict[str, Any]:

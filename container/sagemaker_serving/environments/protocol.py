@@ -2,16 +2,20 @@
 
 A frame: its length (8 bytes, big-endian), a JSON header, a newline, then the raw body.
 
-    service -> host   {"op": "call", "fn": "input_handler", "context": {...}}     + data
-                      {"op": "call", "fn": "output_handler", "context": {...},
+    service -> host   {"op": "call", "id": N, "fn": "input_handler", "context": {...}} + data
+                      {"op": "call", "id": N, "fn": "output_handler", "context": {...},
                        "response": {"status": 200, "reason": "OK", "headers": {...},
                                     "url": "..."}}                              + content
-    host -> service   {"op": "result", "ok": true, "content_type": "..." | null}  + body
-                      {"op": "result", "ok": false, "status": 500, "message": "..."}
-    host -> service   {"op": "callback", "fn": "default_input_handler", ...}     (the
+    host -> service   {"op": "result", "id": N, "ok": true, "content_type": "..." | null}
+                                                                                + body
+                      {"op": "result", "id": N, "ok": false, "status": 500, "message": "..."}
+    host -> service   {"op": "callback", "id": N, "fn": "default_input_handler", ...} (the
                       built-in formats run in the service)
-    service -> host   {"op": "reply", "ok": ..., ...}                            + body
+    service -> host   {"op": "reply", "id": N, "ok": ..., ...}                  + body
     service -> host   {"op": "hello"}  ->  {"op": "ready", "functions": [...], "pid": N}
+
+Every frame of a call carries the call's id: a frame with another id is a ForeignFrame (the
+connection is dropped), never taken as this call's answer.
 
 Standard library only: the host side runs under the user's interpreter.
 """
@@ -29,6 +33,16 @@ MAX_HEADER_BYTES = 1 << 20
 
 class ProtocolError(Exception):
     """A frame that cannot be read: the connection is not usable any more."""
+
+
+class ForeignFrame(ProtocolError):
+    """A frame that belongs to another call than the one in progress."""
+
+
+def check_id(header: dict[str, Any], call_id: object) -> None:
+    """A frame of the call `call_id`, or ForeignFrame."""
+    if header.get("id") != call_id:
+        raise ForeignFrame(f"a frame of call {header.get('id')!r} while call {call_id!r} ran")
 
 
 def pack(header: dict[str, Any], body: bytes = b"") -> bytes:

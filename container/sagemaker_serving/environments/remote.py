@@ -10,6 +10,7 @@ formats (default_input_handler, default_output_handler): `Callbacks` answers tho
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from sagemaker_serving.user_code.handler_api import Context
 log = logging.getLogger(__name__)
 
 PING_SECONDS = 1.0
+_call_ids = itertools.count(1)  # unique in this process: a stray answer never matches
 
 # (fn, header, body, context) -> (reply header, reply body)
 Callbacks = Callable[[str, dict, bytes, Context], Awaitable[tuple[dict, bytes]]]
@@ -58,7 +60,13 @@ class HandlerPool:
     ) -> tuple[bytes, str | None]:
         """fn(body or response, context) in the pool: (its body, its content type or None);
         its HandlerError as StatusError with the handler's status."""
-        header: dict[str, Any] = {"op": "call", "fn": fn, "context": context_fields(context)}
+        call_id = next(_call_ids)
+        header: dict[str, Any] = {
+            "op": "call",
+            "id": call_id,
+            "fn": fn,
+            "context": context_fields(context),
+        }
         if response is not None:
             header["response"] = response
         if self._slots is None:
@@ -80,6 +88,13 @@ class HandlerPool:
             raise HandlerProcessError(
                 f"{fn} did not finish within the request's time limit", 504
             ) from None
+        except protocol.ForeignFrame as exc:  # the connection was dropped (writer.close)
+            log.error("a handler process's answer to %s was not its own: %s", fn, exc)
+            raise HandlerProcessError(
+                f"The handler process answered {fn} with a frame of another call "
+                "(its connection was dropped: see the log)",
+                500,
+            ) from None
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
             self.unreachable = True  # a crash, or the whole pool gone: code.py looks
             log.error("the handler process ended while running %s: %r", fn, exc)
@@ -96,10 +111,11 @@ class HandlerPool:
         await writer.drain()
         while True:
             reply, data = await protocol.aread_frame(reader)
+            protocol.check_id(reply, header["id"])
             if reply.get("op") != "callback":
                 return reply, data
             answer, answer_body = await callbacks(str(reply.get("fn")), reply, data, context)
-            writer.write(protocol.pack({"op": "reply", **answer}, answer_body))
+            writer.write(protocol.pack({"op": "reply", **answer, "id": header["id"]}, answer_body))
             await writer.drain()
 
     async def _connection(self):

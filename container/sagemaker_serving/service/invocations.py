@@ -28,7 +28,7 @@ from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.routing import Route, parse_route
 from sagemaker_serving.tfs_client import wire as tfs_wire
 from sagemaker_serving.tfs_client.client import ModelServerClient
-from sagemaker_serving.user_code import chain
+from sagemaker_serving.user_code import chain, fork_guard
 from sagemaker_serving.user_code.handler_api import Context
 from sagemaker_serving.user_code.loading import Handler, HandlerProcesses, Handlers
 from tfs_rest_json.model_version import is_model_version
@@ -138,7 +138,7 @@ class Invocations:
         return await self.placement.handler(fn, *args)
 
     async def threaded(self, fn: Handler, *args: Any) -> Any:
-        return await self.placement.thread(fn, *args)
+        return await self.placement.thread(fork_guard.call, fn, *args)
 
     async def remote(
         self, pool: HandlerProcesses, fn: str, body: bytes, context: Context, response: Any = None

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from sagemaker_serving.user_code import fork_guard
+
 log = logging.getLogger(__name__)
 
 INLINE_AFTER = 16
@@ -82,10 +84,11 @@ class Placement:
         return record is not None and record.on_loop
 
     async def handler(self, fn: Callable, *args: Any) -> Any:
-        """A user handler, where its calls so far put it."""
+        """A user handler, where its calls so far put it (a child it forks never returns
+        here: fork_guard)."""
         record = self._record(fn) if self.adaptive else None
         if record is None or record.on_threads:
-            return await self.thread(fn, *args)
+            return await self.thread(fork_guard.call, fn, *args)
         if record.on_loop:
             return self._on_loop_call(fn, record, args)
         result, error, cpu, wall = await self.thread(_timed, fn, args)
@@ -123,7 +126,7 @@ class Placement:
         global _loop_call_started
         started = _loop_call_started = time.perf_counter()
         try:
-            return fn(*args)
+            return fork_guard.call(fn, *args)
         finally:
             _loop_call_started = None
             held = time.perf_counter() - started
@@ -155,7 +158,7 @@ def _timed(fn: Callable, args: tuple) -> tuple[Any, BaseException | None, float,
     """(result, error, CPU seconds, wall seconds) of fn(*args) on this thread."""
     cpu, wall = time.thread_time(), time.perf_counter()
     try:
-        result, error = fn(*args), None
+        result, error = fork_guard.call(fn, *args), None
     except Exception as exc:
         result, error = None, exc
     return result, error, time.thread_time() - cpu, time.perf_counter() - wall

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from sagemaker_serving.user_code import fork_guard
+
 INFERENCE_FILE = "inference.py"
 HANDLER_NAMES = ("handler", "input_handler", "output_handler")
 
@@ -96,7 +98,7 @@ def load_handlers(
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        fork_guard.call(spec.loader.exec_module, module)  # a child forked there ends there
     except (Exception, SystemExit) as exc:  # SystemExit: sys.exit() while importing
         sys.modules.pop(module_name, None)
         raise UserCodeError(import_error_message(path, exc)) from exc

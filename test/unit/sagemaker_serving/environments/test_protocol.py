@@ -47,3 +47,55 @@ def test_the_async_reader_reads_what_the_blocking_writer_wrote():
         return await protocol.aread_frame(reader)
 
     assert asyncio.run(read()) == ({"op": "result", "ok": True}, b"answer")
+
+
+def test_a_frame_of_another_call_is_refused():
+    protocol.check_id({"op": "result", "id": 7}, 7)
+    for header in ({"op": "result", "id": 8}, {"op": "result"}):
+        with pytest.raises(protocol.ForeignFrame):
+            protocol.check_id(header, 7)
+
+
+def test_the_pool_never_delivers_an_answer_to_another_call(tmp_path):
+    """A host that answers a call with another call's id (a forked child writing what its
+    parent's call would answer): a 500 for this call, and the connection is not used again."""
+    from sagemaker_serving.environments.remote import HandlerPool, HandlerProcessError
+    from sagemaker_serving.user_code.handler_api import Context
+
+    path = str(tmp_path / "socket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    connections = []
+
+    def host() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(conn)
+            header, _ = protocol.read_frame(conn)
+            stray = header["id"] + 1 if conn is connections[0] else header["id"]
+            reply = {"op": "result", "id": stray, "ok": True, "content_type": "text/plain"}
+            protocol.write_frame(conn, reply, b"someone else's answer")
+
+    import threading
+    import time
+
+    threading.Thread(target=host, daemon=True).start()
+    values = dict.fromkeys(Context._fields)
+    values.update(request_id="r", deadline=time.monotonic() + 10, grpc_port=1)
+    pool = HandlerPool(path, ("input_handler",), size=1)
+
+    async def calls():
+        with pytest.raises(HandlerProcessError) as refused:
+            await pool.call("input_handler", b"x", Context(**values), None)
+        assert refused.value.status == 500 and "another call" in refused.value.message
+        return await pool.call("input_handler", b"x", Context(**values), None)
+
+    try:
+        assert asyncio.run(calls()) == (b"someone else's answer", "text/plain")
+        assert len(connections) == 2  # the first connection was dropped, not reused
+    finally:
+        listener.close()
