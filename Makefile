@@ -3,24 +3,28 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
+GUARD := $(VENV)/lib/loopback_guard.so
 
 .PHONY: install system-deps serve test unit integration lint format perf clean
 
-install: system-deps $(STAMP)
+install: system-deps $(STAMP) $(GUARD)
 
-# nginx with its njs and headers-more modules, wrk for `make perf`/`make soak` and curl for the
-# documentation's commands (Debian packages), installed when missing.
+# nginx with its njs and headers-more modules, wrk for `make perf`/`make soak`, curl for the
+# documentation's commands and the C compiler for the model server's guard (Debian packages),
+# installed when missing.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 system-deps:
 	@if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || \
 	    [ ! -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so ] || \
 	    ! command -v wrk >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1 || \
+	    ! command -v cc >/dev/null 2>&1 || [ ! -e /usr/include/linux/inet_diag.h ] || \
 	    ! python3 -c 'import ensurepip' >/dev/null 2>&1; then \
-		echo "installing nginx, its njs and headers-more modules, wrk, curl and python3-venv"; \
+		echo "installing nginx, its njs and headers-more modules, wrk, curl, gcc and python3-venv"; \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk curl python3-venv \
+			nginx libnginx-mod-http-js libnginx-mod-http-headers-more-filter wrk curl gcc \
+			libc6-dev python3-venv \
 			>/dev/null; \
 	fi
 
@@ -35,6 +39,11 @@ $(STAMP): setup.py pyproject.toml
 	$(PIP) install -e '.[dev]'
 	@echo "make install: done, $(VENV) takes $$(du -sh $(VENV) | cut -f1)"
 	touch $(STAMP)
+
+# The model server's guard (docker/loopback_guard.c), which serve preloads into it: its ports are
+# reached from this host only, and only by processes of serve's user.
+$(GUARD): docker/loopback_guard.c | $(STAMP)
+	cc -shared -fPIC -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 
 # The quick start's model: run/models/half_plus_three, with two versions that answer
 # differently, 123 (y = 0.5x + 2) and the latest, 124 (y = 0.5x + 3). TensorFlow's output of

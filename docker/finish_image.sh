@@ -24,15 +24,17 @@ nginx -v
 test -e /usr/lib/nginx/modules/ngx_http_js_module.so
 test -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so
 
-case "${model_server}" in
-  tensorflow_model_server)
-    tensorflow_model_server --version
-    # serve preloads it: the model server's wildcard binds become loopback ones
-    LD_PRELOAD=/opt/venv/lib/loopback_bind.so python3 -c '
+# serve preloads it into the model server: wildcard binds become loopback ones (and connections
+# from other users are closed at accept)
+LD_PRELOAD=/opt/venv/lib/loopback_guard.so python3 -c '
 import socket
 s = socket.socket()
 s.bind(("0.0.0.0", 0))
 assert s.getsockname()[0] == "127.0.0.1", s.getsockname()'
+
+case "${model_server}" in
+  tensorflow_model_server)
+    tensorflow_model_server --version
     if /opt/venv/bin/python -c 'import tensorflow' 2>/dev/null; then
       echo "finish_image.sh: tensorflow must not be installed beside the real model server" >&2
       exit 1

@@ -16,9 +16,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
-import os
 import socket
-import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,6 @@ from falcon.asgi import Request, Response
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
-from process_utils import no_dump
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER, read_token
 from sagemaker_serving.config.service_config import ServiceConfig
@@ -253,18 +250,6 @@ def front_metrics_hook(fd: int | None, token: str):
     return post_worker_init
 
 
-def when_ready(server) -> None:
-    """gunicorn chowns its unix socket to its own group; in a setgid directory (serve as
-    root: config.access.socket_dir) the socket gets the directory's group back, so that
-    nginx's workers (and nothing else but root) can connect."""
-    for listener in server.LISTENERS:
-        address = listener.cfg_addr
-        if isinstance(address, str) and not address.startswith("\0"):
-            folder = os.stat(os.path.dirname(address))
-            if folder.st_mode & stat.S_ISGID:
-                os.chown(address, -1, folder.st_gid)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sagemaker_serving.python_service")
     parser.add_argument("config", type=Path)
@@ -279,7 +264,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     log_setup.configure(args.log_level, args.log_format)
     token = read_token(args.token_fd)
-    no_dump.make_non_dumpable()  # the secret is in memory (gunicorn's workers inherit this)
     options = {
         "bind": args.bind,
         "umask": args.umask,
@@ -293,7 +277,6 @@ def main(argv: list[str] | None = None) -> None:
         "errorlog": "-",
         "logger_class": ServiceLogger,
         "control_socket_disable": True,
-        "when_ready": when_ready,
         "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
     }
     ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()

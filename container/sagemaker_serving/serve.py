@@ -39,7 +39,7 @@ from sagemaker_serving.launcher.exit_reason import exit_reason
 from sagemaker_serving.launcher.front_log_relay import FrontLogRelay
 from sagemaker_serving.launcher.front_port import FrontPortError, check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
-    LOOPBACK_BIND_LIBRARY,
+    LOOPBACK_GUARD_LIBRARY,
     count_gpus,
     find_model_server,
     gpu_assignment,
@@ -181,10 +181,12 @@ def model_server_children(
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
     log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
-    if not ours and not LOOPBACK_BIND_LIBRARY.is_file():
+    if not LOOPBACK_GUARD_LIBRARY.is_file():
         log.warning(
-            "%s not found: tensorflow_model_server listens on every interface (gRPC and REST)",
-            LOOPBACK_BIND_LIBRARY,
+            "%s not found (make install builds it): every local user can reach the model "
+            "server's ports%s",
+            LOOPBACK_GUARD_LIBRARY,
+            "" if ours else ", and tensorflow_model_server listens on every interface",
         )
     gpus = count_gpus()
     assignments = gpu_assignment(settings.instance_count, settings.gpu_memory_margin, gpus)
@@ -330,7 +332,7 @@ def start_relay(stack: Stack) -> FrontLogRelay:
     stack.relay = FrontLogRelay(
         stack.nginx_conf.front_log,
         stack.service.metrics_port,
-        stack.service.access.token,
+        stack.service.token,
         reload_nginx=lambda: stack.nginx.signal(signal.SIGHUP),
         retire_seconds=NGINX_DRAIN_SECONDS + 5.0,
     ).start()
@@ -420,7 +422,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
         }
         service_pending = service_pending and not service_ready(
-            stack.service.socket_path, stack.service.access.token
+            stack.service.socket_path, stack.service.token
         )
         if pending or service_pending or nginx_pending:
             supervisor.sleep(READY_POLL_SECONDS)

@@ -4,7 +4,6 @@ answers of any size, bodies with huge fields, and what one slow client can hold.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import threading
@@ -437,44 +436,3 @@ def test_a_stalled_body_is_dropped_after_the_client_timeout(stack):
     assert data == b""
     assert time.monotonic() - started < CLIENT_TIMEOUT + 10
     assert post(stack, "1.0").status_code == 200
-
-
-# ----- the run's secret is out of reach of other processes ------------------------------------
-
-
-def _read_as(uid: int, gid: int, pid: int) -> str:
-    """What a process of `uid` gets when it opens /proc/PID/mem (another local user's view)."""
-    import subprocess
-
-    code = f"open('/proc/{pid}/mem', 'rb').close(); print('readable')"
-    python = shutil.which("python3", path="/usr/bin:/bin") or "python3"  # one nobody can run
-    result = subprocess.run(
-        [python, "-c", code], user=uid, group=gid, extra_groups=[], cwd="/",
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
-    return result.stdout.strip() or result.stderr.strip().splitlines()[-1]
-
-
-def test_the_processes_holding_the_secret_are_not_dumpable(stack):
-    """nginx's workers, the Python service and serve hold the per-run secret: none is
-    dumpable, so another process of the same user cannot read it from /proc/PID/mem (nginx's
-    workers ran dumpable, as `nobody` when serve is root). A process that is not dumpable has
-    its /proc/PID files owned by root."""
-    serve = psutil.Process(stack.proc.pid)
-    master = psutil.Process(int((stack.run_dir / "nginx.pid").read_text()))
-    service = [
-        p
-        for p in serve.children(recursive=True)
-        if "sagemaker_serving.python_service" in p.cmdline()
-    ]
-    assert service and master.children()
-    holders = [serve, *service, *service[0].children()]
-    if os.geteuid() == 0:  # nginx's workers: `nobody` (else serve's user; docs/architecture.md)
-        holders += master.children()
-    for process in holders:
-        uid, gid = process.uids().real, process.gids().real
-        if uid == 0:
-            continue  # root's processes are out of other users' reach anyway
-        assert os.stat(f"/proc/{process.pid}/mem").st_uid == 0, process
-        if os.geteuid() == 0:
-            assert "PermissionError" in _read_as(uid, gid, process.pid), process

@@ -81,7 +81,7 @@ def test_every_request_is_counted_across_replaced_files(tmp_path, monkeypatch):
     port = free_port()
     log = new_log(tmp_path / "front-requests.log")
     conf = tmp_path / "nginx.conf"
-    # as root, nginx's workers run as nobody: they write through the descriptor they inherit
+    # nginx's workers write through the descriptor they inherit from its master
     conf.write_text(CONF.format(run=tmp_path, port=port, access_log=nginx_access_log(log)))
     nginx = subprocess.Popen(
         [find_nginx().binary, "-e", "stderr", "-p", str(tmp_path), "-c", str(conf)]

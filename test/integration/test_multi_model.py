@@ -366,34 +366,35 @@ def test_a_load_url_over_255_characters_is_400_json(mme):
 
 NOBODY_SCRIPT = """
 import json, socket, sys
-gunicorn_socket, metrics_port, nginx_conf, front_log, name = sys.argv[1:]
-out = {}
-try:
-    with socket.socket(socket.AF_UNIX) as sock:
-        sock.settimeout(30)
-        sock.connect(gunicorn_socket)
-        sock.sendall(f"DELETE /models/{name} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n".encode())
-        out["unload"] = sock.recv(65536).decode(errors="replace").split("\\r\\n")[0]
-except OSError as exc:
-    out["unload"] = repr(exc)
-try:
+doc = json.loads(sys.argv[1])
+out = {"tcp": {}, "unix": {}, "files": {}}
+for port in doc["tcp"]:  # a model server's REST or gRPC port: is anything ever answered?
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /v1/models/x HTTP/1.0\\r\\n\\r\\n")
+            out["tcp"][port] = sock.recv(4096).decode(errors="replace")
+    except OSError:  # refused or reset: not a byte either
+        out["tcp"][port] = ""
+for path in doc["unix"]:  # the service's socket, the handler processes' sockets
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(path)
+            sock.sendall(b"DELETE /models/" + doc["name"].encode() + b" HTTP/1.0\\r\\n\\r\\n")
+            out["unix"][path] = sock.recv(4096).decode(errors="replace") or "connected"
+    except OSError as exc:
+        out["unix"][path] = repr(exc)
+for port in doc["udp"]:  # the front-metrics relay's port: a forged report
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for message in ("/ping 200 forged-by-nobody 0.1", "guess\\n/ping 200 forged-by-nobody 0.1"):
-            sock.sendto(message.encode(), ("127.0.0.1", int(metrics_port)))
-    out["datagrams"] = "sent"
-except OSError as exc:
-    out["datagrams"] = repr(exc)
-try:
-    open(nginx_conf).read()
-    out["nginx_conf"] = "read"
-except OSError as exc:
-    out["nginx_conf"] = repr(exc)
-for mode in ("a", "r"):
-    try:
-        open(front_log, mode).close()
-        out["front_log_" + mode] = "opened"
-    except OSError as exc:
-        out["front_log_" + mode] = repr(exc)
+            sock.sendto(message.encode(), ("127.0.0.1", port))
+for path in doc["files"]:
+    for mode in ("r", "a"):
+        try:
+            open(path, mode).close()
+            out["files"][path + " " + mode] = "opened"
+        except OSError as exc:
+            out["files"][path + " " + mode] = repr(exc)
 print(json.dumps(out))
 """
 
@@ -407,39 +408,79 @@ def _as_nobody() -> None:
     os.setuid(nobody.pw_uid)
 
 
+def stack_sockets(server, pool_dirs: list[str]) -> tuple[set[int], set[int], set[str]]:
+    """The TCP ports, UDP ports and unix socket paths serve's processes listen on (the
+    handler pools a load started, detached, included)."""
+    root = psutil.Process(server.proc.pid)
+    processes = [root, *root.children(recursive=True)]
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(d in " ".join(proc.info["cmdline"] or []) for d in pool_dirs):
+            processes.append(proc)
+    tcp, udp, unix = set(), set(), set()
+    for proc in processes:
+        try:
+            for conn in proc.net_connections(kind="all"):
+                if conn.family == socket.AF_UNIX:
+                    if conn.laddr and not conn.laddr.startswith("\0"):
+                        unix.add(conn.laddr)
+                elif conn.type == socket.SOCK_STREAM and conn.status == psutil.CONN_LISTEN:
+                    tcp.add(conn.laddr.port)
+                elif conn.type == socket.SOCK_DGRAM:
+                    udp.add(conn.laddr.port)
+        except psutil.NoSuchProcess:
+            continue
+    return tcp, udp, unix
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a process as nobody")
-def test_another_local_user_cannot_unload_models_or_forge_metrics(mme, model_root):
-    """nginx's workers run as nobody here, so another nobody process passes the gunicorn
-    socket's mode, and anyone may send to the metrics port: the run's secret, which it cannot
-    read, keeps it out. nginx's request log is serve's user's (its workers inherit the
-    descriptor), so it cannot add lines there either."""
+def test_another_local_user_reaches_nothing_but_nginx(mme, model_root):
+    """serve as root, another local user (nobody, as nginx's workers used to run): every port
+    and socket the stack opens but nginx's refuses it. The model servers close its TCP
+    connections at accept (it could otherwise load a SavedModel of its own through gRPC's
+    HandleReloadConfigRequest and run its ops as root), the sockets are in 0700 directories,
+    and a report to the metrics port without the run's secret is dropped."""
     assert load(mme, "guarded", str(model_root / "m7")).status_code == 200
-    conf = mme.run_dir / "nginx.conf"
-    gunicorn_socket = re.search(r"server unix:(\S+gunicorn\.sock)", conf.read_text()).group(1)
-    front_log = re.search(r"access_log (\S+) sagemaker_metrics", conf.read_text()).group(1)
-    port_line = r"counted by the Python service \(udp port (\d+)\)"
-    metrics_port = re.search(port_line, mme.log()).group(1)
-    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-    result = subprocess.run(
-        [python, "-c", textwrap.dedent(NOBODY_SCRIPT), gunicorn_socket, metrics_port,
-         str(conf), front_log, "guarded"],
-        preexec_fn=_as_nobody, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    outcome = orjson.loads(result.stdout)
-    assert "200" not in outcome["unload"], outcome
-    assert "PermissionError" in outcome["nginx_conf"], outcome
-    assert "PermissionError" in outcome["front_log_a"], outcome  # no lines of its own
-    assert "PermissionError" in outcome["front_log_r"], outcome
-    assert requests.get(f"{mme.url}/models/guarded", timeout=10).status_code == 200
-    assert invoke(mme, "guarded").status_code == 200
-    deadline = time.monotonic() + 10
-    while "without this run's secret" not in mme.log() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if outcome["datagrams"] == "sent":
+    assert load(mme, "guarded-pool", str(model_root / "reqs")).status_code == 200
+    try:
+        records = (mme.run_dir / "multi-model" / "pools").iterdir()
+        pool_dirs = [orjson.loads(r.read_bytes())["pool"] for r in records]
+        tcp, udp, unix = stack_sockets(mme, pool_dirs)
+        assert mme.port in tcp and len(tcp) >= 5, tcp  # nginx, 2 x (gRPC, REST)
+        assert unix and udp, (unix, udp)
+        conf = mme.run_dir / "nginx.conf"
+        front_log = re.search(r"access_log (\S+) sagemaker_metrics", conf.read_text()).group(1)
+        doc = {
+            "tcp": sorted(tcp - {mme.port}),
+            "udp": sorted(udp),
+            "unix": sorted(unix),
+            "files": [str(conf), front_log],
+            "name": "guarded",
+        }
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+        result = subprocess.run(
+            [python, "-c", textwrap.dedent(NOBODY_SCRIPT), orjson.dumps(doc).decode()],
+            preexec_fn=_as_nobody, cwd="/", capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        outcome = orjson.loads(result.stdout)
+        answered = {port: text for port, text in outcome["tcp"].items() if text}
+        assert not answered, answered  # not a byte from any model server port
+        for path, text in outcome["unix"].items():
+            assert "PermissionError" in text, (path, text)
+        for what, text in outcome["files"].items():
+            assert "PermissionError" in text, (what, text)
+        deadline = time.monotonic() + 10
+        while "without this run's secret" not in mme.log() and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert "without this run's secret" in mme.log()
-    assert "forged-by-nobody" not in requests.get(f"{mme.url}/metrics", timeout=10).text
-    assert unload(mme, "guarded").status_code == 200
+        assert "forged-by-nobody" not in requests.get(f"{mme.url}/metrics", timeout=10).text
+        # the stack's own user is served as before
+        assert invoke(mme, "guarded").status_code == 200
+        assert invoke(mme, "guarded-pool").status_code == 200
+    finally:
+        assert unload(mme, "guarded").status_code == 200
+        assert unload(mme, "guarded-pool").status_code == 200
 
 
 def test_a_restarted_serve_with_the_same_run_dir_starts_with_no_models(tmp_path_factory):

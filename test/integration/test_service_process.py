@@ -38,7 +38,7 @@ class Service:
 
     @property
     def token(self) -> str:
-        return self.process.access.token
+        return self.process.token
 
     def log(self) -> str:
         return "".join(self.lines)
@@ -157,18 +157,14 @@ def test_the_secret_is_neither_in_argv_nor_in_the_environment(service):
     assert service.token not in service.log()
 
 
-def test_sockets_are_for_serves_user_or_nginxs_workers_only(service):
+def test_sockets_are_for_serves_user_only(service):
+    """The whole stack runs as serve's user (nginx's workers too, as root)."""
     process = service.process
     folder = process.socket_dir.stat()
     sockets = [Path(process.socket_path).stat()]
     assert all(stat.S_ISSOCK(s.st_mode) for s in sockets)
-    if os.geteuid() != 0:
-        assert stat.S_IMODE(folder.st_mode) == 0o700
-        assert all(stat.S_IMODE(s.st_mode) == 0o600 for s in sockets)
-    else:  # nginx's workers run as nobody: root and their group only
-        group = process.access.group
-        assert stat.S_IMODE(folder.st_mode) == 0o2710 and folder.st_gid == group
-        assert all(stat.S_IMODE(s.st_mode) == 0o660 and s.st_gid == group for s in sockets)
+    assert stat.S_IMODE(folder.st_mode) == 0o700 and folder.st_uid == os.geteuid()
+    assert all(stat.S_IMODE(s.st_mode) == 0o600 for s in sockets)
 
 
 def test_the_metrics_port_listens_on_loopback_only(service):

@@ -1,13 +1,16 @@
-"""Who may use the Python service's sockets: the stack's own nginx workers, nothing else.
+"""Who may use the stack's internal sockets and ports: the stack's own processes, nothing else.
 
-File modes keep other users out: a 0700 directory when nginx's workers run as serve's own
-user (serve is not root); as root, nginx's workers run as `nobody`, so the directory and the
-sockets belong to root and the workers' group. Another process of that user passes both
-checks, so nginx adds a per-run secret to every request it proxies to the service, and serve
-to every report of nginx's requests it relays (front_log_relay.py); the service answers 403 to
-requests without it and drops such reports. The secret reaches nginx in its config (0600)
-and the service through an inherited file descriptor: never argv, the environment or a
-world-readable file.
+The stack runs as one user, serve's: nginx's workers too (as root, nginx is told to keep its
+workers root rather than switch to `nobody`), the Python service, the handler processes and the
+model servers. So file modes keep every other user out of the sockets (a 0700 directory, 0600
+sockets), and the model servers close TCP connections from processes of other users at accept
+(docker/loopback_guard.c). Run serve as an unprivileged user to keep the stack unprivileged.
+
+The per-run secret: nginx adds it to every request it proxies to the service, and serve to every
+report of nginx's requests it relays to a loopback UDP port any local user can send to
+(front_log_relay.py); the service answers 403 to requests without it and drops such reports. It
+reaches nginx in its config (0600) and the service through an inherited file descriptor: never
+argv, the environment or a world-readable file.
 """
 
 from __future__ import annotations
@@ -17,52 +20,27 @@ import os
 import pwd
 import secrets
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-NGINX_WORKER_USER = "nobody"  # nginx's default `user` when its master runs as root
 TOKEN_HEADER = "X-Sagemaker-Serving-Token"  # nginx.conf.template sets it on every service hop
+SOCKET_UMASK = 0o177  # gunicorn's: its unix socket is 0600
 
 
-@dataclass(frozen=True)
-class Access:
-    """The run's secret and who nginx's workers are."""
-
-    token: str = field(repr=False)
-    group: int | None  # the workers' group when serve is root; None: they share serve's uid
-    nginx_user: str  # the nginx.conf `user` directive ("" when serve is not root)
-
-    @property
-    def socket_mode(self) -> int:
-        return 0o600 if self.group is None else 0o660
-
-    @property
-    def umask(self) -> int:
-        """gunicorn's umask: its socket gets `socket_mode`."""
-        return 0o777 & ~self.socket_mode
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
 
 
-def new_access() -> Access:
-    """A fresh secret; as root, nginx's workers as NGINX_WORKER_USER and its group."""
-    token = secrets.token_urlsafe(32)
+def nginx_user() -> str:
+    """nginx.conf's `user` directive: as root, nginx's workers stay root (nginx would switch
+    them to `nobody`, whom any local user may run as); otherwise none (they run as serve)."""
     if os.geteuid() != 0:
-        return Access(token, None, "")
-    try:
-        user = pwd.getpwnam(NGINX_WORKER_USER)
-        group = grp.getgrgid(user.pw_gid).gr_name
-    except KeyError:
-        raise OSError(f"no user {NGINX_WORKER_USER!r} (with a group) for nginx's workers") from None
-    return Access(token, user.pw_gid, f"user {user.pw_name} {group};")
+        return ""
+    return f"user {pwd.getpwuid(0).pw_name} {grp.getgrgid(0).gr_name};"
 
 
-def socket_dir(access: Access) -> Path:
-    """A new directory for the sockets: 0700, or (root) 2710 root:workers' group, whose
-    setgid bit gives every socket made inside that group too."""
-    path = Path(tempfile.mkdtemp(prefix="sagemaker-service-"))  # 0700
-    if access.group is not None:
-        os.chown(path, 0, access.group)
-        path.chmod(0o2710)
-    return path
+def socket_dir() -> Path:
+    """A new 0700 directory for the service's socket (and nginx's temporary files)."""
+    return Path(tempfile.mkdtemp(prefix="sagemaker-service-"))
 
 
 def token_fd(token: str) -> int:

@@ -16,9 +16,10 @@ log = logging.getLogger(__name__)
 TFS_BINARY = "tensorflow_model_server"
 OUR_BINARY = "tfs-model-server"
 NVIDIA_SMI_TIMEOUT_SECONDS = 5
-# docker/loopback_bind.c, built into the CPU and GPU images: tensorflow_model_server has no flag
-# for the address it binds (gRPC 0.0.0.0, REST ::); preloaded, its binds go to the loopback.
-LOOPBACK_BIND_LIBRARY = Path(sys.prefix) / "lib" / "loopback_bind.so"
+# docker/loopback_guard.c, built into every image and by `make install`: preloaded into the model
+# server, its wildcard binds go to the loopback (tensorflow_model_server has no flag for the
+# address: gRPC 0.0.0.0, REST ::) and a connection from a process of another user is closed.
+LOOPBACK_GUARD_LIBRARY = Path(sys.prefix) / "lib" / "loopback_guard.so"
 
 
 def find_model_server() -> tuple[str, bool]:
@@ -80,14 +81,14 @@ def model_server_environment(
     ours: bool,
     device: str | None,
     gpu_count: int,
-    loopback_library: Path = LOOPBACK_BIND_LIBRARY,
+    guard_library: Path = LOOPBACK_GUARD_LIBRARY,
 ) -> dict[str, str]:
     """The environment of one model server instance: its GPU (CUDA_VISIBLE_DEVICES); on a host
     without GPUs, TensorFlow's device factories limited to the CPU so that it does not probe
     CUDA (whose failed cuInit is an error line in every CPU host's log; a
     TF_ENABLED_DEVICE_TYPES of the user's own is kept); TensorFlow's CPU allocator
-    (TF_ONEDNN_USE_SYSTEM_ALLOCATOR, settings.py); for tensorflow_model_server, the
-    loopback_bind library when it is installed (ours takes --bind_address instead)."""
+    (TF_ONEDNN_USE_SYSTEM_ALLOCATOR, settings.py); the loopback_guard library preloaded when
+    it is installed (either model server: only serve's user reaches their ports)."""
     result = dict(env)
     if device is not None:
         result["CUDA_VISIBLE_DEVICES"] = device
@@ -96,9 +97,9 @@ def model_server_environment(
         result["TF_ONEDNN_USE_SYSTEM_ALLOCATOR"] = allocator
     if gpu_count <= 0:
         result.setdefault("TF_ENABLED_DEVICE_TYPES", CPU_DEVICE_TYPES)
-    if not ours and loopback_library.is_file():
+    if guard_library.is_file():
         preload = result.get("LD_PRELOAD", "")
-        result["LD_PRELOAD"] = f"{loopback_library} {preload}".strip()
+        result["LD_PRELOAD"] = f"{guard_library} {preload}".strip()
     return result
 
 

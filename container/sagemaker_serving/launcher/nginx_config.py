@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from process_utils import no_dump
-from sagemaker_serving.config.access import Access, write_private
+from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.front_log_relay import FRONT_LOG, new_log, nginx_access_log
@@ -220,7 +219,7 @@ class PythonServiceLink(Protocol):
     def socket_path(self) -> str: ...  # gunicorn's unix socket
 
     @property
-    def access(self) -> Access: ...  # the run's secret and who nginx's workers are
+    def token(self) -> str: ...  # the run's secret, sent along to the service
 
     @property
     def handles_invocations(self) -> bool: ...  # user code: /invocations goes to it
@@ -228,9 +227,8 @@ class PythonServiceLink(Protocol):
 
 def nginx_temp_root(service: PythonServiceLink) -> Path:
     """Where nginx's workers write request bodies that outgrow memory (a chunked body near the
-    limit: its framing takes room in the buffer too). The directory of the service's socket is
-    the one they can reach whoever they run as (access.py); nginx makes the folders in it its
-    workers' own."""
+    limit: its framing takes room in the buffer too): the directory of the service's socket
+    (0700, serve's user: nginx's too); nginx makes the folders in it."""
     return Path(service.socket_path).parent
 
 
@@ -263,11 +261,9 @@ class NginxConf:
         return self.path
 
     def command(self) -> list[str]:
-        """nginx in the foreground on this file (add -t to only test it), its workers kept
-        non-dumpable (they hold the run's secret; process_utils.no_dump)."""
+        """nginx in the foreground on this file (add -t to only test it)."""
         run_dir = str(self.values["RUN_DIR"])
-        nginx = [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
-        return no_dump.command(nginx)
+        return [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
 
 
 def nginx_conf(
@@ -322,8 +318,8 @@ def nginx_conf(
         "INVOCATIONS_LOCATIONS": invocations,
         "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
         "METRICS_LOG": nginx_access_log(front_log),
-        "SERVICE_TOKEN": service.access.token,
-        "NGINX_USER": service.access.nginx_user,
+        "SERVICE_TOKEN": service.token,
+        "NGINX_USER": nginx_user(),
         # multi-model: 200 once the service is up, whatever is loaded
         "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} ok=/_service/ping".strip(),
     }

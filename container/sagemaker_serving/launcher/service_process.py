@@ -10,9 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from process_utils import no_dump
 from sagemaker_serving.config import access as service_access
-from sagemaker_serving.config.access import Access, new_access, token_fd
+from sagemaker_serving.config.access import SOCKET_UMASK, new_token, token_fd
 from sagemaker_serving.config.ports import front_metrics_port
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
@@ -35,7 +34,7 @@ class ServiceProcess:
     handles_invocations: bool  # True with user code; else it only takes the binary formats
 
     metrics_port: int  # loopback UDP: reports of what nginx answered (front_metrics.py)
-    access: Access  # the run's secret nginx sends along, and who nginx's workers are
+    token: str  # the run's secret nginx sends along (config/access.py)
     lifeline: int  # the write end of the pipe whose end-of-file tells pools serve is gone
     handlers: Child | None = None  # the handler pool of a single-model endpoint's own code
     pool_dir: Path | None = None
@@ -139,9 +138,8 @@ def service_process(
     fresh_mme_state_dir(run_dir)
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
-    access = new_access()
-    no_dump.make_non_dumpable()  # serve holds the run's secret from here on
-    socket_dir = service_access.socket_dir(access)  # for nginx's workers only
+    token = new_token()
+    socket_dir = service_access.socket_dir()  # 0700: for nginx's workers (serve's user) only
     socket_path = str(socket_dir / "gunicorn.sock")
     metrics_dir = run_dir / "prometheus"
     shutil.rmtree(metrics_dir, ignore_errors=True)
@@ -157,12 +155,12 @@ def service_process(
         f"--timeout={settings.gunicorn_timeout_seconds}",
         f"--log-level={settings.gunicorn_log_level}",
         f"--log-format={settings.log_format}",
-        f"--umask={access.umask:o}",
+        f"--umask={SOCKET_UMASK:o}",
     ]
     metrics_socket = bind_socket(front_metrics_port(settings))
     metrics_port = metrics_socket.getsockname()[1]
     metrics_fd = metrics_socket.detach()
-    secret_fd = token_fd(access.token)
+    secret_fd = token_fd(token)
     argv += [f"--front-metrics-fd={metrics_fd}", f"--token-fd={secret_fd}"]
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     child_env.pop("PYTHONPATH", None)
@@ -178,7 +176,7 @@ def service_process(
         socket_dir,
         user_code,
         metrics_port,
-        access,
+        token,
         lifeline_end,
         handlers,
         pool_dir,

@@ -222,7 +222,7 @@ def test_tf_serving_targets_copy_the_real_model_server(target, stage):
         f"--from={stage} /usr/bin/tensorflow_model_server /usr/bin/tensorflow_model_server"
         in copies
     )
-    assert "--from=loopback /src/loopback_bind.so /opt/venv/lib/loopback_bind.so" in copies
+    assert "--from=loopback /src/loopback_guard.so /opt/venv/lib/loopback_guard.so" in copies
     # the venv every target copies: no TensorFlow, tensorflow-serving-api without its deps
     runs = " ".join(args for keyword, args in stages()["python-build"] if keyword == "RUN")
     assert "--exclude tensorflow --exclude tensorflow-serving-api" in runs

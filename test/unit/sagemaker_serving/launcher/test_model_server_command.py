@@ -17,6 +17,8 @@ from sagemaker_serving.launcher.model_server_command import (
     model_server_environment,
 )
 
+NO_GUARD = Path("/nonexistent/loopback_guard.so")  # environments without the preload
+
 
 def settings(**env: str) -> Settings:
     return Settings.from_env(env, cpu_count=2)
@@ -90,16 +92,16 @@ def command(s: Settings, ours: bool = False, **kwargs) -> list[str]:
 
 def test_environment_keeps_the_base_and_adds_gpu_and_allocator():
     base = {"PATH": "/bin", "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"}
-    assert model_server_environment(settings(), base, True, None, 1) == base
+    assert model_server_environment(settings(), base, True, None, 1, NO_GUARD) == base
     multi = settings(SAGEMAKER_MULTI_MODEL="true")
-    env = model_server_environment(multi, {"PATH": "/bin"}, True, "1", 2)
+    env = model_server_environment(multi, {"PATH": "/bin"}, True, "1", 2, NO_GUARD)
     assert env == {
         "PATH": "/bin",
         "CUDA_VISIBLE_DEVICES": "1",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "1",
     }
     pool = settings(SAGEMAKER_MULTI_MODEL="true", TF_ONEDNN_USE_SYSTEM_ALLOCATOR="false")
-    assert model_server_environment(pool, {}, True, None, 1) == {
+    assert model_server_environment(pool, {}, True, None, 1, NO_GUARD) == {
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0"
     }
 
@@ -222,37 +224,37 @@ def test_full_command_for_the_real_binary():
 # model_server_environment
 
 
-def test_the_real_binary_gets_the_loopback_library(tmp_path):
-    library = tmp_path / "loopback_bind.so"
+@pytest.mark.parametrize("ours", [True, False], ids=["ours", "tensorflow_model_server"])
+def test_either_model_server_gets_the_guard_library(tmp_path, ours):
+    library = tmp_path / "loopback_guard.so"
     library.write_bytes(b"")
-    env = model_server_environment(settings(), {"LD_PRELOAD": "/x.so"}, False, None, 1, library)
+    env = model_server_environment(settings(), {"LD_PRELOAD": "/x.so"}, ours, None, 1, library)
     assert env["LD_PRELOAD"] == f"{library} /x.so"
-    assert model_server_environment(settings(), {}, False, None, 1, library)["LD_PRELOAD"] == str(
+    assert model_server_environment(settings(), {}, ours, None, 1, library)["LD_PRELOAD"] == str(
         library
     )
-    # ours binds 127.0.0.1 by flag; without the library there is nothing to preload
-    assert "LD_PRELOAD" not in model_server_environment(settings(), {}, True, None, 1, library)
+    # without the library there is nothing to preload (serve says so: see serve.py)
     assert "LD_PRELOAD" not in model_server_environment(
-        settings(), {}, False, None, 1, tmp_path / "none"
+        settings(), {}, ours, None, 1, tmp_path / "none"
     )
 
 
-def test_the_images_install_the_loopback_library_where_serve_looks():
-    # /opt/venv is the images' venv (sys.prefix); see docker/Dockerfile (cpu and gpu)
-    assert Path(msc.LOOPBACK_BIND_LIBRARY).relative_to(msc.sys.prefix) == Path(
-        "lib/loopback_bind.so"
+def test_the_images_install_the_guard_library_where_serve_looks():
+    # /opt/venv is the images' venv (sys.prefix); see docker/Dockerfile (every target)
+    assert Path(msc.LOOPBACK_GUARD_LIBRARY).relative_to(msc.sys.prefix) == Path(
+        "lib/loopback_guard.so"
     )
 
 
 def test_without_gpus_tensorflow_does_not_probe_cuda():
-    env = model_server_environment(settings(), {"A": "1"}, True, None, 0)
+    env = model_server_environment(settings(), {"A": "1"}, True, None, 0, NO_GUARD)
     assert env == {"A": "1", "TF_ENABLED_DEVICE_TYPES": "CPU,XLA_CPU"}
     mine = {"TF_ENABLED_DEVICE_TYPES": "CPU,GPU"}
-    assert model_server_environment(settings(), mine, True, None, 0) == mine
+    assert model_server_environment(settings(), mine, True, None, 0, NO_GUARD) == mine
 
 
 def test_with_gpus_each_instance_gets_its_device():
-    env = model_server_environment(settings(), {}, False, "1", 2, Path("/nonexistent.so"))
+    env = model_server_environment(settings(), {}, False, "1", 2, NO_GUARD)
     assert env == {"CUDA_VISIBLE_DEVICES": "1"}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sagemaker_serving.config.access import Access, new_access
+from sagemaker_serving.config.access import new_token
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import error_body
 from sagemaker_serving.launcher.nginx_config import (
@@ -39,7 +39,7 @@ class ServiceLink:
     """The Python service as nginx sees it (serve's ServiceProcess without the process)."""
 
     socket_path: str
-    access: Access
+    token: str
     handles_invocations: bool
 
 
@@ -58,7 +58,7 @@ def render_variant(run_dir: Path, variant: str, nginx_dir: Path = NGINX_DIR) -> 
         default_model="" if multi_model else "half_plus_three",
         rest_ports=[8501, 8503],
         model_names=[] if multi_model else ["half_plus_three"],
-        service=ServiceLink(str(sockets / "gunicorn.sock"), new_access(), user_code),
+        service=ServiceLink(str(sockets / "gunicorn.sock"), new_token(), user_code),
         ready_file=run_dir / "ping" / "ready",
         shutdown_grace=17,
     )
@@ -171,7 +171,7 @@ def test_nginx_worker_processes(tmp_path: Path, cpus: int, env: dict, workers: i
         default_model="m",
         rest_ports=[8501],
         model_names=["m"],
-        service=ServiceLink(str(tmp_path / "service" / "g.sock"), new_access(), False),
+        service=ServiceLink(str(tmp_path / "service" / "g.sock"), new_token(), False),
         ready_file=tmp_path / "ping" / "ready",
         shutdown_grace=17,
     )

@@ -28,7 +28,7 @@ import pytest
 import loopback
 from loopback import serving
 from process_utils import free_port, terminate
-from sagemaker_serving.config.access import Access, new_access, socket_dir
+from sagemaker_serving.config.access import SOCKET_UMASK, new_token, socket_dir
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import find_nginx, nginx_conf
 from sagemaker_serving.serve import new_ready_file
@@ -87,16 +87,13 @@ class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
 @dataclass(frozen=True)
 class ServiceLink:
     socket_path: str
-    access: Access
+    token: str
     handles_invocations: bool
 
 
-def _as_gunicorn_leaves_it(path: Path, access: Access) -> None:
-    """The stand-in's socket as the service's is (its umask, and python_service.when_ready's
-    group): for serve's user and, as root, the workers' group only."""
-    if access.group is not None:
-        os.chown(path, 0, access.group)
-    os.chmod(path, access.socket_mode)
+def _as_gunicorn_leaves_it(path: Path) -> None:
+    """The stand-in's socket as the service's is (gunicorn's umask): serve's user's only."""
+    os.chmod(path, 0o777 & ~SOCKET_UMASK)
 
 
 @contextlib.contextmanager
@@ -106,12 +103,12 @@ def front_door(
     """nginx as serve configures it, its backends the stand-ins; yields its port."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     settings = Settings.from_env(env)
-    access = new_access()
-    sockets = socket_dir(access)
+    token = new_token()
+    sockets = socket_dir()
     socket_path = sockets / "gunicorn.sock"
     tfs = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
     service = UnixHTTPServer(str(socket_path), Backend)
-    _as_gunicorn_leaves_it(socket_path, access)
+    _as_gunicorn_leaves_it(socket_path)
     ready_file = new_ready_file()
     ready_file.touch()
     port = free_port()
@@ -124,7 +121,7 @@ def front_door(
         default_model="" if multi_model else model,
         rest_ports=[tfs.server_address[1]],
         model_names=[] if multi_model else [model],
-        service=ServiceLink(str(socket_path), access, user_code),
+        service=ServiceLink(str(socket_path), token, user_code),
         ready_file=ready_file,
         shutdown_grace=1,
     )

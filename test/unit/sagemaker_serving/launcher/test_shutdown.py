@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from sagemaker_serving import serve
-from sagemaker_serving.config.access import new_access
+from sagemaker_serving.config.access import new_token
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import ServiceProcess
 from sagemaker_serving.launcher.supervisor import Child
@@ -53,7 +53,7 @@ def _stack(tmp_path: Path, nginx: Child, service_child: Child, model_server: Chi
         socket_dir,
         False,
         0,
-        new_access(),
+        new_token(),
         lifeline,
     )
     return serve.Stack(
