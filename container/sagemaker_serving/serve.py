@@ -35,6 +35,7 @@ from sagemaker_serving.config.ports import allocate_model_server_ports
 from sagemaker_serving.config.settings import Settings, SettingsError
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
 from sagemaker_serving.environments import pool as handler_pool
+from sagemaker_serving.launcher import run_directory
 from sagemaker_serving.launcher.exit_reason import exit_reason
 from sagemaker_serving.launcher.front_log_relay import FrontLogRelay
 from sagemaker_serving.launcher.front_port import FrontPortError, check_front_port, listening
@@ -146,13 +147,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def prepare_run_dir(requested: Path | None) -> Path:
-    if requested is None:
-        return Path(tempfile.mkdtemp(prefix="sagemaker-serve-"))
-    requested.mkdir(parents=True, exist_ok=True)
-    return requested.resolve()
-
-
 def child_environment(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = settings.omp_num_threads
@@ -213,10 +207,8 @@ def model_server_children(
 def new_ready_file() -> Path:
     """Where serve notes that everything is ready: until the file exists, /ping's probes answer
     503 themselves instead of trying model servers and a Python service that are still
-    starting. In a directory of its own that nginx's workers (maybe another user) can search."""
-    directory = Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-"))
-    directory.chmod(0o755)
-    return directory / READY_FILE
+    starting. In a private directory of its own."""
+    return Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-")) / READY_FILE
 
 
 def nginx_child(
@@ -295,7 +287,7 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
     ports = allocate_model_server_ports(settings)
     rest_ports = [rest for _, rest in ports]
     layout = find_nginx(NGINX_DIR)
-    run_dir = prepare_run_dir(args.run_dir)
+    run_dir = run_directory.prepare(args.run_dir)
     if args.run_dir is None:
         made.append(run_dir)
     log.info("run directory: %s", run_dir)
@@ -507,6 +499,7 @@ def run(args: argparse.Namespace) -> int:
         StartupError,
         UserCodeError,
         UniversalCodeError,
+        run_directory.UnsafeRunDirectory,
         OSError,
     ) as exc:
         remove_dirs(made)

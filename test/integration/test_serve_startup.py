@@ -49,6 +49,22 @@ def test_no_model_is_a_clear_error(tmp_path):
     assert "SavedModel" in result.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a directory of another user")
+def test_a_run_directory_another_user_made_first_is_refused(good_models, tmp_path):
+    """In a world-writable parent such as /tmp, another user made the run directory before
+    serve started (to plant an environment serve would run): exit 2, saying why."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (shared / "run").mkdir()
+    os.chown(shared / "run", 65534, 65534)
+    result = run_serve(good_models, shared, {}, timeout=60)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "cannot start" in line]
+    assert len(lines) == 1 and "belongs to uid 65534" in lines[0], result.stderr
+    assert not any((shared / "run").iterdir())  # nothing written into it
+
+
 def test_a_model_server_that_cannot_load_its_model_stops_serve(tmp_path):
     broken = tmp_path / "models" / "broken" / "1"
     broken.mkdir(parents=True)

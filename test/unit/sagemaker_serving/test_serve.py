@@ -15,6 +15,7 @@ import pytest
 from sagemaker_serving import serve
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.launcher import run_directory
 
 
 class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
@@ -74,20 +75,21 @@ def test_arguments_and_their_defaults():
 
 
 def test_the_run_directory_is_new_unless_given(tmp_path: Path):
-    given = serve.prepare_run_dir(tmp_path / "a" / "run")
+    given = run_directory.prepare(tmp_path / "a" / "run")
     assert given == (tmp_path / "a" / "run").resolve() and given.is_dir()
-    temporary = serve.prepare_run_dir(None)
+    assert stat.S_IMODE(given.stat().st_mode) == 0o700
+    temporary = run_directory.prepare(None)
     try:
         assert temporary.name.startswith("sagemaker-serve-") and temporary != given
     finally:
         temporary.rmdir()
 
 
-def test_the_ready_file_lives_where_nginx_workers_can_look(tmp_path: Path):
+def test_the_ready_file_lives_in_a_private_directory(tmp_path: Path):
     ready = serve.new_ready_file()
     try:
         assert not ready.exists()
-        assert stat.S_IMODE(ready.parent.stat().st_mode) == 0o755
+        assert stat.S_IMODE(ready.parent.stat().st_mode) == 0o700
     finally:
         ready.parent.rmdir()
 
