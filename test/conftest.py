@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+import psutil
 import pytest
 import requests
 
@@ -113,6 +114,15 @@ def model_root(tmp_path_factory) -> Path:
 
     root = tmp_path_factory.mktemp("models")
     return em.build_models(root, {name: name for name in MODEL_ROOT_MODELS})
+
+
+def command_line(proc: psutil.Process) -> str:
+    """A process's command line, "" once it ended (serve reaps what it adopted, such as a
+    multi-model handler pool, within its poll interval: until then it is a zombie)."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.NoSuchProcess:  # ZombieProcess too
+        return ""
 
 
 # ----- the whole native stack: serve -> nginx + model servers ---------------------------------

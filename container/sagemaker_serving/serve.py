@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from process_utils import tree
 from process_utils.arguments import ArgumentParser
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER
@@ -434,7 +435,7 @@ def startup_failure(stack: Stack) -> str | None:
     return None
 
 
-def shutdown(stack: Stack, requested_at: float) -> None:
+def shutdown(stack: Stack, requested_at: float, keep: set[int] | None = None) -> None:
     """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
     servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
     deadline = requested_at + SHUTDOWN_BUDGET_SECONDS
@@ -456,11 +457,22 @@ def shutdown(stack: Stack, requested_at: float) -> None:
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
+    stop_leftovers(deadline - time.monotonic(), keep or set())
     for child in stack.children:  # what they wrote last, before our last line
         child.drain(max(0.0, deadline - time.monotonic()))
     stack.service.cleanup()
     shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
+
+
+def stop_leftovers(budget_seconds: float, keep: set[int]) -> None:
+    """Kill what is still under serve once its children stopped: what user code started and
+    left running (a detached child, a daemon), a pip still installing; not `keep` (the
+    watchdog)."""
+    left = [p for p in tree.descendants(os.getpid()) if p.pid not in keep]
+    killed = tree.kill_all(left, time.monotonic() + max(0.5, budget_seconds))
+    if killed:
+        log.warning("killed %d process(es) left running by the stack (user code's, pip)", killed)
 
 
 def remove_dirs(paths: list[Path]) -> None:
@@ -478,6 +490,15 @@ def _stop_during_startup(signum: int, frame: object) -> None:
 
 def run(args: argparse.Namespace) -> int:
     made: list[Path] = []  # directories start-up made: removed when it stops short
+    # orphans of what serve starts stay under it (a handler's detached child, a pool's daemon):
+    # the supervisor reaps them, and the shutdown and the watchdog find them to stop them
+    subreaper = tree.become_subreaper()
+    watchdog = Watchdog()  # from the start: a pip install at start-up is under serve too
+    try:
+        watchdog.start()
+    except OSError as exc:
+        log.error("cannot start: the watchdog: %s", exc)
+        return 2
     # until the supervisor takes them: a stop while pip runs kills pip (environments/build)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_during_startup)
@@ -489,6 +510,7 @@ def run(args: argparse.Namespace) -> int:
         stack = build_stack(args, settings, made)
     except StopDuringStartup as exc:
         remove_dirs(made)
+        watchdog.stop()
         log.info("stopped during start-up (%s)", exc)
         return 0
     except (
@@ -503,19 +525,12 @@ def run(args: argparse.Namespace) -> int:
         OSError,
     ) as exc:
         remove_dirs(made)
+        watchdog.stop()
         log.error("cannot start: %s", exc)
         return 2
     stops: list[int] = []  # a stop asked for before the supervisor listens
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, frame: stops.append(number))
-    watchdog = Watchdog()
-    try:
-        watchdog.start()
-    except OSError as exc:
-        stack.service.cleanup()
-        remove_dirs(made)
-        log.error("cannot start: the watchdog: %s", exc)
-        return 2
     # should serve die without its shutdown, the watchdog removes its temporary directories
     for directory in (stack.ready_file.parent, stack.service.socket_dir, stack.service.pool_dir):
         if directory is not None:
@@ -525,6 +540,7 @@ def run(args: argparse.Namespace) -> int:
     for child in stack.children:
         child.watchdog = watchdog
     supervisor = Supervisor(stack.children, watchdog=watchdog)
+    supervisor.reap_orphans = supervisor.reap_orphans or subreaper
     supervisor.install_signal_handlers()
     if stops:
         supervisor.request_stop()
@@ -559,7 +575,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     finally:
-        shutdown(stack, supervisor.stop_requested_at or time.monotonic())
+        watchdog_pid = {watchdog.proc.pid} if watchdog.proc is not None else set()
+        shutdown(stack, supervisor.stop_requested_at or time.monotonic(), keep=watchdog_pid)
         if args.run_dir is None:
             shutil.rmtree(stack.run_dir, ignore_errors=True)
         watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)

@@ -21,7 +21,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import serve_stack
+from conftest import command_line, serve_stack
 
 KEYS = {"error", "request_id"}  # of every error body, whichever layer writes it
 CA = "X-Amzn-SageMaker-Custom-Attributes"
@@ -201,7 +201,7 @@ def error_keys(url: str, case: Case, request_id: str) -> set[str]:
 def service_socket(server) -> str:
     """The Python service's unix socket (its --bind), which only nginx may call."""
     for proc in psutil.Process(server.proc.pid).children(recursive=True):
-        command = proc.cmdline()
+        command = command_line(proc).split(" ")
         binds = [arg for arg in command if arg.startswith("--bind=unix:")]
         if "sagemaker_serving.python_service" in command and binds:
             return binds[0].removeprefix("--bind=unix:")

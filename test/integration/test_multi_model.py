@@ -23,7 +23,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import serve_stack, tiny_wheel
+from conftest import command_line, serve_stack, tiny_wheel
 from raw_http import chunked_post, padded_tfs_request, split_reply
 from raw_http import raw as raw_exchange
 
@@ -505,7 +505,7 @@ def test_a_restarted_serve_with_the_same_run_dir_starts_with_no_models(tmp_path_
 
 def _model_server_rss(server) -> int:
     children = psutil.Process(server.proc.pid).children(recursive=True)
-    return sum(p.memory_info().rss for p in children if "model-server" in " ".join(p.cmdline()))
+    return sum(p.memory_info().rss for p in children if "model-server" in command_line(p))
 
 
 HEAVY_MB = 40  # above glibc's largest mmap threshold (32 MiB): malloc'd, it goes back at free
@@ -578,7 +578,7 @@ def test_a_killed_model_server_unloads_its_models(model_root, tmp_path_factory):
         (victim,) = [
             p
             for p in psutil.Process(server.proc.pid).children(recursive=True)
-            if "model-server" in " ".join(p.cmdline())
+            if "model-server" in command_line(p)
         ]
         os.kill(victim.pid, signal.SIGKILL)
         deadline = time.monotonic() + 30

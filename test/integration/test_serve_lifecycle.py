@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import re
+import shutil
 import signal
 import socket
 import tempfile
@@ -310,3 +311,125 @@ def test_no_handler_process_outlives_a_killed_serve(tmp_path, multi_model):
         while any(f.exists() for f in folders) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not any(f.exists() for f in folders), folders
+
+
+# ----- what user code and pip leave running: stopped with what started them ---------------------
+
+# starts a child that leaves its process group and session (as a daemon would) and answers its pid
+DETACHING = """
+import json
+import subprocess
+
+
+def input_handler(data, context):
+    child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    return json.dumps({"instances": [float(child.pid)]})
+"""
+
+
+def _detached_child(server, path: str) -> psutil.Process:
+    """Invoke `path`: its handler starts a detached `sleep 600`, whose pid comes back (the
+    model is half_plus_three: 0.5 * pid + 3)."""
+    reply = requests.post(f"{server.url}{path}", data="{}", timeout=60)
+    assert reply.status_code == 200, reply.text
+    pid = round((reply.json()["predictions"][0] - 3.0) * 2)
+    child = psutil.Process(pid)
+    assert child.cmdline() == ["sleep", "600"] and child.pid != child.ppid()
+    return child
+
+
+def _gone(process: psutil.Process, timeout: float) -> bool:
+    alive, _ = _leftovers([process], [], timeout)
+    _kill_all(alive)
+    return not alive
+
+
+def _detaching_models(root: Path) -> dict[str, Path]:
+    """Two multi-model models whose handler detaches a child: `own` in handler processes of
+    its own (code/lib), `shared` in the service's workers."""
+    import example_models as em
+
+    models = {}
+    for name, lib in (("own", True), ("shared", False)):
+        model = root / name
+        em.half_plus_three_tf1(model / "half_plus_three", versions=(1,))
+        (model / "code").mkdir()
+        (model / "code" / "inference.py").write_text(DETACHING)
+        if lib:
+            (model / "code" / "lib").mkdir()
+            (model / "code" / "lib" / "crc32c.py").write_text("VALUE = 1\n")
+        models[name] = model
+    return models
+
+
+def _load(server, name: str, url: Path) -> None:
+    reply = requests.post(
+        f"{server.url}/models", json={"model_name": name, "url": str(url)}, timeout=120
+    )
+    assert reply.status_code == 200, reply.text
+
+
+def test_what_a_handler_detaches_ends_at_unload_and_at_serves_stop(tmp_path):
+    models = _detaching_models(tmp_path / "models")
+    (tmp_path / "run").mkdir()
+    with serve_stack(tmp_path / "models", tmp_path / "run", {"SAGEMAKER_MULTI_MODEL": "true"}) as s:
+        for name, url in models.items():
+            _load(s, name, url)
+        own = _detached_child(s, "/models/own/invoke")
+        shared = _detached_child(s, "/models/shared/invoke")
+        assert requests.delete(f"{s.url}/models/own", timeout=60).status_code == 200
+        assert _gone(own, 10.0), "a child of the unloaded model's handler outlived the unload"
+        _load(s, "own", models["own"])
+        again = _detached_child(s, "/models/own/invoke")
+        assert shared.is_running() and again.is_running()
+        assert s.stop() == 0
+    assert _gone(shared, 5.0) and _gone(again, 5.0), "a handler's child outlived serve's stop"
+
+
+def _silent_index() -> tuple[socket.socket, str]:
+    """A package index that takes connections and never answers (a pip that hangs)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    return listener, f"http://127.0.0.1:{listener.getsockname()[1]}/simple"
+
+
+def test_nothing_of_user_code_or_pip_outlives_a_killed_serve(tmp_path):
+    """kill -9 of serve while a load's pip hangs and a handler's detached child runs: the
+    watchdog kills both (they left every process group serve knows)."""
+    models = _detaching_models(tmp_path / "models")
+    hanging = models["own"].parent / "hanging"
+    shutil.copytree(models["own"], hanging)
+    listener, index = _silent_index()
+    (hanging / "code" / "lib").rename(hanging / "code" / "lib-unused")
+    (hanging / "code" / "requirements.txt").write_text(f"--index-url {index}\nsomething==1.0\n")
+    (tmp_path / "run").mkdir()
+    env = {"SAGEMAKER_MULTI_MODEL": "true", "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "300"}
+    with listener, serve_stack(tmp_path / "models", tmp_path / "run", env) as server:
+        _load(server, "shared", models["shared"])
+        child = _detached_child(server, "/models/shared/invoke")
+        loading = threading.Thread(target=_load_quietly, args=(server, hanging), daemon=True)
+        loading.start()
+        deadline = time.monotonic() + 60
+        pips: list[psutil.Process] = []
+        while not pips and time.monotonic() < deadline:
+            pips = [p for p in psutil.process_iter(["cmdline"]) if _is_pip_install(p)]
+            time.sleep(0.1)
+        assert pips, "pip did not start"
+        time.sleep(1.5)  # the watchdog notes what runs under serve every 0.5 s
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait(10)
+        for process in [child, *pips]:
+            assert _gone(process, 10.0), f"{process.pid} outlived a killed serve"
+
+
+def _load_quietly(server, url: Path) -> None:
+    with contextlib.suppress(requests.RequestException):
+        requests.post(
+            f"{server.url}/models", json={"model_name": "hanging", "url": str(url)}, timeout=120
+        )
+
+
+def _is_pip_install(process: psutil.Process) -> bool:
+    cmdline = " ".join(process.info["cmdline"] or [])
+    return " pip " in f" {cmdline} " and "install" in cmdline

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from process_utils import tree
 from sagemaker_serving.environments import protocol
 from sagemaker_serving.environments.messages import (
     context_fields,
@@ -104,6 +105,9 @@ class Master:
         self.functions: list[str] = []
 
     def run(self) -> int:
+        # what the handlers start and leave (a detached child) stays under the master, which
+        # stops it with its workers
+        tree.become_subreaper()
         sock_path = self.pool_dir / SOCKET_NAME
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
@@ -213,6 +217,9 @@ class Master:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        left = tree.kill_all(tree.descendants(os.getpid()), time.monotonic() + STOP_GRACE_SECONDS)
+        if left:
+            log.info("stopped %d process(es) the handlers left running", left)
 
 
 # ----- a worker ------------------------------------------------------------------------------

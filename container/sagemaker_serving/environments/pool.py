@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_utils import tree
 from sagemaker_serving.environments.host import PID_NAME, SOCKET_NAME, STATUS_NAME
 
 __all__ = [
@@ -163,15 +164,18 @@ def _pid(directory: Path) -> int:
 
 
 def stop(directory: Path, deadline: float) -> None:
-    """SIGTERM to the pool's process group, SIGKILL past `deadline`; its folder removed."""
+    """SIGTERM to the pool's process group, SIGKILL past `deadline`; what ran under its master
+    (a handler's detached child too) killed; its folder removed."""
     pid = _pid(directory)
     if pid > 0:
+        under = tree.descendants(pid)  # the master stops them itself, unless it is killed
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
         if not _wait_gone(pid, deadline):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
             _wait_gone(pid, time.monotonic() + 1.0)
+        tree.kill_all(under, time.monotonic() + 1.0)
     shutil.rmtree(directory, ignore_errors=True)
 
 

@@ -38,9 +38,10 @@ SERVICE_DISTRIBUTIONS = (
     "crc32c",
 )
 # Packages (not distributions) the service's processes import, so user code there sees them:
-# ours (HandlerError, Context, the default handlers; the REST JSON writer) and TF Serving's
-# protos (tensorflow-serving-api, whose distribution would bring TensorFlow along).
-SERVICE_PACKAGES = ("sagemaker_serving", "tfs_rest_json", "tensorflow_serving")
+# ours (HandlerError, Context, the default handlers; the REST JSON writer; process_utils'
+# process tree, for the handler processes) and TF Serving's protos (tensorflow-serving-api,
+# whose distribution would bring TensorFlow along).
+SERVICE_PACKAGES = ("sagemaker_serving", "process_utils", "tfs_rest_json", "tensorflow_serving")
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SKIPPED_TOP = ("..", "__pycache__")

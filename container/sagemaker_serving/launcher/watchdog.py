@@ -1,28 +1,40 @@
-"""Nothing outlives serve: a tiny process that SIGKILLs serve's children when serve goes away.
+"""Nothing outlives serve: a tiny process that SIGKILLs what serve started when serve goes away.
 
 serve starts every child in its own process group and tells the watchdog each group over a pipe
 only serve can write to ("+PGID" when it starts one, "-PGID" once it has reaped it and swept its
-group; "dPATH" for a temporary directory of serve's). When serve is gone, by any signal (SIGKILL
-included) or by a normal exit, the pipe reads end-of-file and the watchdog SIGKILLs the groups
-still listed, removes the directories, then exits. A group holds the leader's helpers too
-(nginx's workers, gunicorn's workers), which PR_SET_PDEATHSIG never reached.
+group; "dPATH" for a temporary directory of serve's). The watchdog also notes, every
+SNAPSHOT_SECONDS, every process under serve (serve is a subreaper: orphans of its descendants
+stay under it), so what left its group (pip's session, a handler's detached child, a handler
+pool's daemon) is known too. When serve is gone, by any signal (SIGKILL included) or by a normal
+exit, the pipe reads end-of-file and the watchdog SIGKILLs the groups still listed and the
+processes it saw under serve (and whatever is under those now), removes the directories, then
+exits. A group holds the leader's helpers too (nginx's workers, gunicorn's workers), which
+PR_SET_PDEATHSIG never reached.
 
 serve side: `Watchdog`. The watchdog itself runs this file with the standard library only
-(`python -I -S watchdog.py FD`): it must start fast and import nothing of ours.
+(`python -I -S watchdog.py FD SERVE_PID`, process_utils.tree besides): it must start fast.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+if __name__ == "__main__":  # run as a file (-I -S): process_utils is beside sagemaker_serving
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from process_utils import tree
+
 IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGPIPE)
+SNAPSHOT_SECONDS = 0.5
+KILL_SECONDS = 5.0  # for the processes under serve, once it is gone
 
 
 def parse(lines: list[bytes], groups: set[int], directories: list[str] | None = None) -> None:
@@ -49,15 +61,24 @@ def kill_groups(groups: set[int]) -> None:
             os.killpg(pgid, signal.SIGKILL)
 
 
-def watch(fd: int) -> None:
-    """Follow the pipe until end-of-file (serve is gone), then kill what is left."""
+def watch(fd: int, serve_pid: int) -> None:
+    """Follow the pipe until end-of-file (serve is gone), noting what runs under serve
+    meanwhile, then kill what is left."""
     groups: set[int] = set()
     directories: list[str] = []
+    seen: list[tree.Proc] = []
     pending = b""
-    while chunk := os.read(fd, 4096):
-        *lines, pending = (pending + chunk).split(b"\n")
-        parse(lines, groups, directories)
+    while True:
+        if select.select([fd], [], [], SNAPSHOT_SECONDS)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            parse(lines, groups, directories)
+        else:
+            seen = [p for p in tree.descendants(serve_pid) if p.pid != os.getpid()]
     kill_groups(groups)
+    tree.kill_all(seen, time.monotonic() + KILL_SECONDS)
     for path in directories:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -67,7 +88,7 @@ def main(argv: list[str]) -> int:
     for signum in IGNORED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     os.chdir("/")
-    watch(int(argv[1]))
+    watch(int(argv[1]), int(argv[2]))
     return 0
 
 
@@ -88,7 +109,14 @@ class Watchdog:
             read_fd, write_fd = os.pipe()  # neither end is inheritable (O_CLOEXEC)
             try:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-I", "-S", os.path.abspath(__file__), str(read_fd)],
+                    [
+                        sys.executable,
+                        "-I",
+                        "-S",
+                        os.path.abspath(__file__),
+                        str(read_fd),
+                        str(os.getpid()),
+                    ],
                     stdin=subprocess.DEVNULL,
                     pass_fds=(read_fd,),  # the read end only: the watchdog must not keep a writer
                     start_new_session=True,  # no terminal or group signal of serve's reaches it
