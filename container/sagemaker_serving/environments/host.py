@@ -62,6 +62,11 @@ BACKOFF_INITIAL, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 60.0
 _PR_SET_PDEATHSIG = 1
 MAX_REPORT_CHARS = 3000
 DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the master: 3 s)
+# calls whose request is past its deadline (the service answered 504 and dropped them) that a
+# worker holds, still running, before it ends itself to be started again: a handler that never
+# returns keeps its thread, and each new call gets a new one
+MAX_ABANDONED_CALLS = 8
+ABANDONED_EXIT = 75
 
 
 # ----- the master ---------------------------------------------------------------------------
@@ -266,6 +271,7 @@ class Worker:
         self.handlers = Handlers()
         self.calls = 0  # in progress
         self._active = threading.Condition()
+        self._deadlines: dict[int, float] = {}  # thread -> the deadline of the call it runs
         self._sockets: set[socket.socket] = set()  # the listener and every connection
         # a child the user's code forks closes them all: it can never answer a call
         fork_guard.close_in_children(self._socket_fds)
@@ -298,6 +304,7 @@ class Worker:
         try:
             while True:
                 conn, _ = listener.accept()
+                self._end_if_stuck()
                 self._sockets.add(conn)
                 threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
         except _Stop:
@@ -314,14 +321,17 @@ class Worker:
                     if header.get("op") == "hello":
                         protocol.write_frame(conn, self._hello())
                     elif header.get("op") == "call":
+                        deadline = float((header.get("context") or {}).get("deadline") or "inf")
                         with self._active:
                             self.calls += 1
+                            self._deadlines[threading.get_ident()] = deadline
                         try:
                             reply, answer = self.call(header, body)
                             protocol.write_frame(conn, {**reply, "id": header.get("id")}, answer)
                         finally:
                             with self._active:
                                 self.calls -= 1
+                                self._deadlines.pop(threading.get_ident(), None)
                                 self._active.notify_all()
                     else:
                         return
@@ -329,6 +339,20 @@ class Worker:
             return
         finally:
             self._sockets.discard(conn)
+
+    def _end_if_stuck(self) -> None:
+        """End this process (the master starts another) once MAX_ABANDONED_CALLS calls run on
+        past their requests' deadlines: their threads would otherwise pile up for good."""
+        now = time.monotonic()
+        with self._active:
+            abandoned = sum(1 for deadline in self._deadlines.values() if deadline < now)
+        if abandoned >= MAX_ABANDONED_CALLS:
+            log.error(
+                "%d handler calls never returned after their requests' deadlines: this handler "
+                "process ends, and another one starts",
+                abandoned,
+            )
+            os._exit(ABANDONED_EXIT)
 
     def _finish_calls(self, deadline: float) -> None:
         """Let the calls in progress answer (an unload or a stop), until `deadline`."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -165,6 +166,39 @@ def test_a_call_past_the_deadline_is_a_504(running):
     with pytest.raises(HandlerProcessError) as slow:
         call(spec, "input_handler", b"slow", context(seconds=0.5))
     assert slow.value.status == 504
+
+
+def test_handlers_that_never_return_cannot_pile_up_threads(tmp_path):
+    """Each call past its deadline keeps its thread in the handler process (a handler that
+    never returns); once MAX_ABANDONED_CALLS of them do, the process ends and another starts,
+    so its threads stay bounded and calls are answered again."""
+    from sagemaker_serving.environments.host import MAX_ABANDONED_CALLS
+
+    spec = spec_for(tmp_path, CODE, processes=1)
+    proc = subprocess.Popen(pool.command(spec, None), env=pool.environment(os.environ))
+    try:
+        pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+        first = psutil.Process(proc.pid).children()[0]
+        threads = []
+        for _ in range(3 * MAX_ABANDONED_CALLS):
+            with pytest.raises(HandlerProcessError):
+                call(spec, "input_handler", b"sleep 3600", context(seconds=0.05), size=1)
+            workers = psutil.Process(proc.pid).children()
+            threads += [w.num_threads() for w in workers if w.is_running()]
+        assert max(threads) <= MAX_ABANDONED_CALLS + 3, threads  # + the main and idle ones
+        assert not first.is_running()  # it ended; the master started another
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with contextlib.suppress(HandlerProcessError):
+                assert b'"body": "x"' in call(spec, "input_handler", b"x")[0]
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the pool did not answer again")
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        pool.stop(spec.directory, time.monotonic() + 1)
 
 
 def test_an_unreachable_pool_is_a_503(tmp_path):
