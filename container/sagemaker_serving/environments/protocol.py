@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 LENGTH = struct.Struct(">Q")
 MAX_HEADER_BYTES = 1 << 20
+CHUNK = 1 << 20  # bodies are read and written in pieces of this size
 
 
 class ProtocolError(Exception):
@@ -45,9 +46,24 @@ def check_id(header: dict[str, Any], call_id: object) -> None:
         raise ForeignFrame(f"a frame of call {header.get('id')!r} while call {call_id!r} ran")
 
 
-def pack(header: dict[str, Any], body: bytes = b"") -> bytes:
+def pack_head(header: dict[str, Any], body_size: int) -> bytes:
+    """A frame's length and header line: its body follows."""
     head = json.dumps(header, separators=(",", ":")).encode() + b"\n"
-    return LENGTH.pack(len(head) + len(body)) + head + body
+    return LENGTH.pack(len(head) + body_size) + head
+
+
+def pack(header: dict[str, Any], body: bytes = b"") -> bytes:
+    return pack_head(header, len(body)) + body
+
+
+def parse_header(line: bytes) -> dict[str, Any]:
+    try:
+        header = json.loads(line)
+    except ValueError as exc:
+        raise ProtocolError(f"an unreadable frame header: {exc}") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("a frame header that is not an object")
+    return header
 
 
 def unpack(payload: bytes | memoryview) -> tuple[dict[str, Any], bytes]:
@@ -55,20 +71,14 @@ def unpack(payload: bytes | memoryview) -> tuple[dict[str, Any], bytes]:
     end = bytes(view[:MAX_HEADER_BYTES]).find(b"\n")
     if end < 0:
         raise ProtocolError("a frame without a header line")
-    try:
-        header = json.loads(bytes(view[:end]))
-    except ValueError as exc:
-        raise ProtocolError(f"an unreadable frame header: {exc}") from None
-    if not isinstance(header, dict):
-        raise ProtocolError("a frame header that is not an object")
-    return header, bytes(view[end + 1 :])
+    return parse_header(bytes(view[:end])), bytes(view[end + 1 :])
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytes | None:
     """`size` bytes, or None when the peer closed before the first one."""
     chunks, left = [], size
     while left:
-        chunk = sock.recv(min(left, 1 << 20))
+        chunk = sock.recv(min(left, CHUNK))
         if not chunk:
             if left == size:
                 return None
@@ -91,14 +101,51 @@ def read_frame(sock: socket.socket) -> tuple[dict[str, Any], bytes] | None:
 
 
 def write_frame(sock: socket.socket, header: dict[str, Any], body: bytes = b"") -> None:
-    sock.sendall(pack(header, body))
+    sock.sendall(pack_head(header, len(body)))
+    if body:
+        sock.sendall(body)  # not joined to the head: no copy of a large body
 
 
 class AsyncReader(Protocol):
     async def readexactly(self, n: int) -> bytes: ...
 
 
-async def aread_frame(reader: AsyncReader) -> tuple[dict[str, Any], bytes]:
-    """The next frame from an asyncio stream (IncompleteReadError at the end)."""
+class AsyncWriter(Protocol):
+    def write(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+async def aread_frame(reader: AsyncReader) -> tuple[dict[str, Any], bytearray]:
+    """The next frame from an asyncio stream (IncompleteReadError at the end). The body is read
+    in CHUNK pieces into one buffer of its size: a large answer is held once, not twice."""
     (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
-    return unpack(await reader.readexactly(size) if size else b"")
+    first = await reader.readexactly(min(size, CHUNK))
+    end = first.find(b"\n")
+    while end < 0 and len(first) < min(size, MAX_HEADER_BYTES):
+        first += await reader.readexactly(min(size - len(first), CHUNK))
+        end = first.find(b"\n")
+    if end < 0:
+        raise ProtocolError("a frame without a header line")
+    header = parse_header(first[:end])
+    body = bytearray(size - end - 1)
+    done = len(first) - end - 1
+    body[:done] = first[end + 1 :]
+    del first
+    view = memoryview(body)
+    while done < len(body):
+        chunk = await reader.readexactly(min(len(body) - done, CHUNK))
+        view[done : done + len(chunk)] = chunk
+        done += len(chunk)
+    return header, body
+
+
+async def awrite_frame(writer: AsyncWriter, header: dict[str, Any], body: bytes = b"") -> None:
+    """A frame to an asyncio stream, its body in CHUNK pieces as the peer takes them (the
+    transport never holds a copy of a large body)."""
+    writer.write(pack_head(header, len(body)))
+    view = memoryview(body)
+    for start in range(0, len(view), CHUNK):
+        writer.write(view[start : start + CHUNK])
+        await writer.drain()
+    await writer.drain()

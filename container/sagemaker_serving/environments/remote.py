@@ -107,16 +107,16 @@ class HandlerPool:
         return data, reply.get("content_type")
 
     async def _exchange(self, reader, writer, header, body, context, callbacks):
-        writer.write(protocol.pack(header, body))
-        await writer.drain()
+        await protocol.awrite_frame(writer, header, body)
         while True:
             reply, data = await protocol.aread_frame(reader)
             protocol.check_id(reply, header["id"])
             if reply.get("op") != "callback":
                 return reply, data
-            answer, answer_body = await callbacks(str(reply.get("fn")), reply, data, context)
-            writer.write(protocol.pack({"op": "reply", **answer, "id": header["id"]}, answer_body))
-            await writer.drain()
+            answer, answer_body = await callbacks(str(reply.get("fn")), reply, bytes(data), context)
+            await protocol.awrite_frame(
+                writer, {"op": "reply", **answer, "id": header["id"]}, answer_body
+            )
 
     async def _connection(self):
         while self._idle:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import time
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -38,6 +39,24 @@ def _named(message: str, internal: str | None, name: str | None) -> str:
     """A multi-model error in the client's words: the model server's name of the model
     (mme-<hash>) replaced by the name the client invoked."""
     return message.replace(internal, name) if internal and name else message
+
+
+ANSWER_PIECE = 1 << 20  # a larger answer goes out in pieces of this size
+
+
+def answer(resp: Response, body: bytes | bytearray) -> None:
+    """The answer's body; a large one in pieces, each written as the client takes it (written
+    at once, the event loop's transport would hold a copy of all it could not send yet)."""
+    if len(body) <= ANSWER_PIECE:
+        resp.data = bytes(body)
+        return
+    resp.content_length = len(body)
+    resp.stream = _pieces(memoryview(body))
+
+
+async def _pieces(view: memoryview) -> AsyncIterator[bytes]:
+    for start in range(0, len(view), ANSWER_PIECE):
+        yield bytes(view[start : start + ANSWER_PIECE])
 
 
 class Invocations:
@@ -100,7 +119,7 @@ class Invocations:
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
                     504,
                 )
-            resp.data = body
+            answer(resp, body)
             resp.content_type = content_type
             status = 200
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too

@@ -154,7 +154,7 @@ def test_a_crash_is_a_500_and_the_pool_starts_another_process(running):
     pids = set()
     while len(pids) < 2 and time.monotonic() < deadline:  # both processes answer again
         try:
-            pids.add(call(spec, "input_handler", b"x")[0].split(b",")[0])
+            pids.add(bytes(call(spec, "input_handler", b"x")[0]).split(b",")[0])
         except StatusError:
             time.sleep(0.1)
     assert len(pids) == 2 and proc.poll() is None

@@ -1,7 +1,8 @@
-"""User code that forks, through the whole native stack: a child that returns or raises out of
-the handler, and multiprocessing with the fork method, in the service's workers and in handler
-processes of their own. Two clients alternate requests: every answer is its own client's, and
-no copy of a worker is left behind."""
+"""User code as a guest, through the whole native stack, in the service's workers and in handler
+processes of their own: code that forks (a child that returns or raises out of the handler,
+multiprocessing with the fork method) while two clients alternate requests: every answer is its
+own client's, and no copy of a worker is left behind; an answer of many MiB costs the service
+about its size."""
 
 from __future__ import annotations
 
@@ -44,6 +45,13 @@ def input_handler(data, context):
         child.start()
         child.join(30)
     return json.dumps({"instances": [doc["x"]]})
+
+
+def output_handler(response, context):
+    size = int(context.custom_attributes or 0)  # an answer of that many MiB
+    if size:
+        return b"x" * (size << 20), "application/octet-stream"
+    return response.content, "application/json"
 """
 
 PLACEMENTS = {
@@ -127,3 +135,37 @@ def test_every_answer_is_its_own_clients_when_a_handler_forks(forking_stack, for
     assert "forked child" not in server.log(), "the child's exception reached the log"
     # a child never lives on as a copy of a worker: the stack's processes are the same
     assert live_processes(server.proc.pid) == before
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident memory since its last reset (bytes)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_large_answer_costs_the_service_about_its_size(forking_stack):
+    """The answer crosses from a handler process in pieces into one buffer, and goes out to
+    nginx in pieces as it takes them (before: 3.1x its size in the service's worker)."""
+    placement, server = forking_stack
+    size_mib = 96
+    service = [p for p in psutil.Process(server.proc.pid).children(recursive=True)
+               if "sagemaker_serving.python_service" in " ".join(p.cmdline())]  # fmt: skip
+    workers = [w for p in service for w in p.children()]
+    before = {}
+    for worker in workers:
+        with open(f"/proc/{worker.pid}/clear_refs", "w") as refs:
+            refs.write("5")  # the peak starts again from now
+        before[worker.pid] = worker.memory_info().rss
+    headers = {"X-Amzn-SageMaker-Custom-Attributes": str(size_mib)}
+    body = json.dumps({"fork": "none", "x": 1.0})
+    reply = requests.post(f"{server.url}/invocations", data=body, headers=headers, timeout=120)
+    assert reply.status_code == 200 and len(reply.content) == size_mib << 20
+    growth = max(peak_rss(pid) - rss for pid, rss in before.items())
+    ratio = growth / (size_mib << 20)
+    print(f"{placement}: the service's worker grew {ratio:.2f}x the answer's size at its peak")
+    # in the workers, the handler's own bytes are the one copy; in handler processes, the
+    # buffer the answer arrives in
+    assert ratio < 1.6, ratio
