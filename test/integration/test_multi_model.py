@@ -483,6 +483,34 @@ def test_another_local_user_reaches_nothing_but_nginx(mme, model_root):
         assert unload(mme, "guarded-pool").status_code == 200
 
 
+def _pool_dir(server, name: str) -> Path:
+    registry = orjson.loads((server.run_dir / "multi-model" / "models.json").read_bytes())
+    (model,) = [m for m in registry["models"] if m["name"] == name]
+    return Path(model["handlers"])
+
+
+def test_a_models_socket_taken_over_by_another_models_pool_is_detected(mme, model_root):
+    """One model's handler processes answering another's clients (their socket put in its
+    place, as a bug could): the call is refused (503), never answered by the wrong model, and
+    the model gets new handler processes."""
+    for name in ("victim", "intruder"):
+        assert load(mme, name, str(model_root / "reqs")).status_code == 200
+    try:
+        victim, intruder = _pool_dir(mme, "victim"), _pool_dir(mme, "intruder")
+        os.replace(intruder / "socket", victim / "socket")
+        statuses = [invoke(mme, "victim").status_code for _ in range(4)]  # each gunicorn worker
+        assert 503 in statuses and set(statuses) <= {200, 503}, statuses
+        assert "was answered by process" in mme.log()
+        deadline = time.monotonic() + 60
+        while invoke(mme, "victim").status_code != 200:
+            assert time.monotonic() < deadline, "the model did not get its processes back"
+            time.sleep(0.2)
+        assert _pool_dir(mme, "victim") != victim
+    finally:
+        for name in ("victim", "intruder"):
+            unload(mme, name)
+
+
 def test_a_restarted_serve_with_the_same_run_dir_starts_with_no_models(tmp_path_factory):
     """No registry from an earlier run: its model servers loaded none of those models.
     (No code/ here: invocations take the built-in formats.)"""

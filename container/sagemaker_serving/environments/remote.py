@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,6 +38,13 @@ class HandlerProcessError(StatusError):
     """The pool did not answer a call (not running, crashed in the call, or too slow)."""
 
 
+class ForeignPeer(Exception):
+    """The pool's socket is answered by a process that is not one of the pool's."""
+
+
+PEER = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
+
+
 @dataclass
 class HandlerPool:
     """Connections from this worker to one pool of handler processes."""
@@ -46,6 +56,7 @@ class HandlerPool:
     _slots: asyncio.Semaphore | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     unreachable: bool = False
+    taken_over: bool = False  # its socket answered by a process that is not one of the pool's
 
     def has(self, fn: str) -> bool:
         return fn in self.functions
@@ -125,20 +136,49 @@ class HandlerPool:
                 return reader, writer
             writer.close()
         try:
-            return await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
+            return await self._open()
         except OSError as exc:
             self.unreachable = True  # multimodel/code.py revives a pool that is gone
             log.error("cannot reach the handler processes at %s: %r", self.socket_path, exc)
             raise HandlerProcessError(
                 "The handler processes are not running (they may be restarting): try again", 503
             ) from None
+        except ForeignPeer as exc:
+            self.unreachable = self.taken_over = True  # a new pool in a new folder (code.py)
+            log.error("%s", exc)
+            raise HandlerProcessError(
+                "The handler processes' socket was answered by another process: try again", 503
+            ) from None
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to one of this pool's own processes (ForeignPeer: to another one, a
+        socket taken over by another process of the stack's user, such as another model's)."""
+        reader, writer = await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
+        sock = writer.get_extra_info("socket")
+        pid, _, _ = PEER.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER.size))
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                ours = b"\0--dir\0" + os.fsencode(self.directory) + b"\0" in b"\0" + f.read()
+        except OSError:
+            ours = False
+        if not ours:
+            writer.close()
+            raise ForeignPeer(
+                f"the handler socket {self.socket_path} was answered by process {pid}, which is "
+                "not one of its handler processes (another process took the socket over)"
+            )
+        return reader, writer
+
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(self.socket_path)
 
     async def alive(self) -> bool:
         """Whether a handler process answers (for /ping): a hello on a connection of its own,
         answered within PING_SECONDS (the socket alone takes connections with none running)."""
         try:
             async with asyncio.timeout(PING_SECONDS):
-                reader, writer = await asyncio.open_unix_connection(self.socket_path)
+                reader, writer = await self._open()
                 try:
                     writer.write(protocol.pack({"op": "hello"}))
                     await writer.drain()
@@ -146,6 +186,9 @@ class HandlerPool:
                 finally:
                     writer.close()
         except (OSError, TimeoutError, asyncio.IncompleteReadError, protocol.ProtocolError):
+            return False
+        except ForeignPeer as exc:
+            log.error("%s", exc)
             return False
         return reply.get("op") == "ready"
 

@@ -148,8 +148,9 @@ class ModelSink:
         try:
             handlers = self.code.handlers(model)
             if handlers.remote is not None and handlers.remote.unreachable:
-                handlers.remote.unreachable = False  # looked at once per failure
-                model = self.code.revive(model)
+                taken_over = handlers.remote.taken_over
+                handlers.remote.unreachable = handlers.remote.taken_over = False  # once a failure
+                model = self.code.revive(model, taken_over)
                 handlers = self.code.handlers(model)
             return model, handlers
         except MultiModelError:

@@ -79,17 +79,19 @@ class ModelCode:
         self.environments.release(model.handlers)
         self.forget(model)
 
-    def revive(self, model: LoadedModel) -> LoadedModel:
-        """Handler processes again for a loaded model whose pool is gone (killed): under the
-        registry's lock, once, whichever worker finds it first."""
+    def revive(self, model: LoadedModel, taken_over: bool = False) -> LoadedModel:
+        """Handler processes again for a loaded model whose pool is gone (killed), or whose
+        socket another process took over: under the registry's lock, once, whichever worker
+        finds it first."""
         with self.registry.locked():
             models, generation = self.registry.snapshot()
             current = models.get(model.name)
-            if current is None or not current.handlers:
-                return current or model
-            if handler_pool.running(Path(current.handlers)):
-                return current  # another worker revived it
-            log.error("the handler processes of model %s are gone: starting them again", model.name)
+            if current is None or not current.handlers or current.handlers != model.handlers:
+                return current or model  # unloaded, or another worker revived it
+            if handler_pool.running(Path(current.handlers)) and not taken_over:
+                return current
+            why = "their socket was taken over" if taken_over else "they are gone"
+            log.error("the handler processes of model %s: %s; starting them again", model.name, why)
             deadline = time.monotonic() + self.environments.load_timeout_seconds
             pool_dir = self.environments.restart(
                 current.environment, current.internal_name, deadline

@@ -36,6 +36,7 @@ class HandlerProcesses(Protocol):
 
     functions: tuple[str, ...]
     unreachable: bool
+    taken_over: bool
 
     def has(self, fn: str) -> bool: ...
 

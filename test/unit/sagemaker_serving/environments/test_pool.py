@@ -67,7 +67,7 @@ def context(seconds: float = 30.0, **fields) -> Context:
 
 def spec_for(tmp_path: Path, code: str, processes: int = 2) -> pool.PoolSpec:
     code_dir = tmp_path / "code"
-    code_dir.mkdir(exist_ok=True)
+    code_dir.mkdir(parents=True, exist_ok=True)
     (code_dir / "inference.py").write_text(textwrap.dedent(code))
     return pool.PoolSpec(
         pool.new_pool_dir(), sys.executable, code_dir, (str(code_dir),), processes=processes
@@ -199,6 +199,37 @@ def test_handlers_that_never_return_cannot_pile_up_threads(tmp_path):
         proc.terminate()
         proc.wait(15)
         pool.stop(spec.directory, time.monotonic() + 1)
+
+
+def test_a_socket_taken_over_by_another_pool_is_detected(tmp_path):
+    """Another pool's socket put in this pool's place (as a bug in another model's code
+    could): no call goes to it, /ping says the pool does not answer, and the pool is marked
+    for a restart."""
+    a, b = spec_for(tmp_path / "a", CODE, 1), spec_for(tmp_path / "b", CODE, 1)
+    procs = [
+        subprocess.Popen(pool.command(s, None), env=pool.environment(os.environ)) for s in (a, b)
+    ]
+    try:
+        for spec, proc in zip((a, b), procs, strict=True):
+            pool.wait_ready(spec.directory, time.monotonic() + 60, lambda p=proc: p.poll() is None)
+        assert b'"body": "mine"' in call(a, "input_handler", b"mine")[0]
+        os.replace(b.socket, a.socket)  # a's path now leads to b's processes
+
+        async def go():
+            remote = HandlerPool(a.socket, ("input_handler",), size=1)
+            with pytest.raises(HandlerProcessError) as taken:
+                await remote.call("input_handler", b"x", context(), callbacks)
+            return taken.value, remote.unreachable, await remote.alive()
+
+        error, unreachable, alive = asyncio.run(go())
+        assert error.status == 503 and "another process" in error.message
+        assert unreachable and not alive
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(15)
+        for spec in (a, b):
+            pool.stop(spec.directory, time.monotonic() + 1)
 
 
 def test_an_unreachable_pool_is_a_503(tmp_path):
