@@ -19,6 +19,7 @@ import orjson
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.environments.build import InstallLimits
 from sagemaker_serving.errors import brief
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.environments import ModelEnvironments
@@ -220,6 +221,7 @@ def add_routes(
         config.lifeline_fd,
         config.log_format,
         config.load_timeout_seconds,
+        InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb),
     )
     universal_dir = Path(config.code_dir) if config.code_dir else None
     code = ModelCode(universal_dir, universal, environments, manager.registry, config.threads)

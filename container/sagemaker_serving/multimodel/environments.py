@@ -24,7 +24,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
@@ -57,6 +57,7 @@ class ModelEnvironments:
     lifeline_fd: int | None
     log_format: str = "text"
     load_timeout_seconds: float = 300.0
+    limits: build.InstallLimits = field(default_factory=build.InstallLimits)
 
     def prepare(self, code_dir: Path, internal_name: str, deadline: float) -> tuple[str, str]:
         """The code's environment (made, or the one made before) and, when it needs them,
@@ -65,8 +66,12 @@ class ModelEnvironments:
         deadline, 507 past the bound (before any install)."""
         if not build.needs_own_environment(code_dir):
             return "", ""
+        try:
+            key = build.environment_key(code_dir)  # requirements checked: 400 if not allowed
+        except UserCodeError as exc:
+            raise MultiModelError(str(exc), 400) from None
         self._check_room()
-        env_dir = self.state_dir / ENVIRONMENTS_DIR / build.environment_key(code_dir)
+        env_dir = self.state_dir / ENVIRONMENTS_DIR / key
         with self._locked(env_dir, deadline):  # its pool starts under the lock: never pruned
             environment = self._environment(code_dir, env_dir, deadline)
             if environment.python is None:  # nothing of its own after all (build.prepare)
@@ -134,7 +139,12 @@ class ModelEnvironments:
             return saved
         try:
             environment = build.prepare(
-                code_dir, env_dir, self.site, max(1.0, deadline - time.monotonic()), True
+                code_dir,
+                env_dir,
+                self.site,
+                max(1.0, deadline - time.monotonic()),
+                True,
+                self.limits,
             )
         except UserCodeError as exc:
             shutil.rmtree(env_dir, ignore_errors=True)
