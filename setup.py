@@ -21,6 +21,7 @@ INSTALL_REQUIRES = [
     "requests==2.34.2",
     "crc32c==2.9.post0",
     "psutil==7.2.2",
+    "packaging==26.4",  # requirements.txt read and checked before pip sees it
     "rich==15.0.0",
     "boto3==1.44.5",  # s3:// in tfs-batch-transform, universal code for multi-model
 ]

@@ -6,7 +6,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sagemaker_serving.config.settings import DEFAULT_GUNICORN_THREADS
+from sagemaker_serving.config.settings import (
+    DEFAULT_ENVIRONMENT_MAX_DISK_MB,
+    DEFAULT_GUNICORN_THREADS,
+    DEFAULT_PIP_MAX_MEMORY_MB,
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,8 @@ class ServiceConfig:
     container_site: str = ""
     handler_processes: int = 1
     max_environments: int = 8
+    pip_max_memory_mb: int = DEFAULT_PIP_MAX_MEMORY_MB  # a requirements.txt install's bounds
+    environment_max_disk_mb: int = DEFAULT_ENVIRONMENT_MAX_DISK_MB
     lifeline_fd: int | None = None  # EOF once serve is gone (pools started by workers end)
     log_format: str = "text"
     error_file: str = ""  # a worker that cannot import the handlers says why there, for serve

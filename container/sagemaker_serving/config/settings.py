@@ -48,6 +48,8 @@ NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert",
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 GUNICORN_WORKER_CLASSES = ("uvicorn", "gthread", "sync", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
+DEFAULT_PIP_MAX_MEMORY_MB = 2048  # pip needs about 130 MiB (numpy==1.26.4, measured)
+DEFAULT_ENVIRONMENT_MAX_DISK_MB = 4096
 LOG_FORMATS = ("text", "json")
 
 
@@ -218,6 +220,16 @@ class Settings:
     handler_processes: int = env("SAGEMAKER_HANDLER_PROCESSES", POSITIVE, HANDLER_PROCESSES)
     """processes that run handlers whose code brings its own copy of a package the service
     uses (its own environment), per environment"""
+    pip_max_memory_mb: int = env(
+        "SAGEMAKER_PIP_MAX_MEMORY_MB", integer(1, 2**30), DEFAULT_PIP_MAX_MEMORY_MB
+    )
+    """address space (MiB) of each process of a `requirements.txt` install (pip, a package's
+    build); past it the install fails, saying so (pip itself needs about 130 MiB)"""
+    environment_max_disk_mb: int = env(
+        "SAGEMAKER_ENVIRONMENT_MAX_DISK_MB", integer(1, 2**30), DEFAULT_ENVIRONMENT_MAX_DISK_MB
+    )
+    """size on disk (MiB) of the environment a `requirements.txt` installs into (also the
+    largest file pip may write); pip is stopped past it and the install fails, saying so"""
     mme_max_environments: int = env("SAGEMAKER_MME_MAX_ENVIRONMENTS", POSITIVE, 8)
     """multi-model: the most models loaded at once whose code/ brings packages of its own
     (each has its own environment and handler processes); more are refused (507)"""

@@ -1,10 +1,14 @@
 """A `code/` directory made ready to run: its requirements installed, and where it runs.
 
-`requirements.txt` goes into a virtual environment of its own (`ENV_DIR/venv`) whose
+`requirements.txt`, checked first (`requirements.py`: what pip gets is our file of the lines
+allowed), goes into a virtual environment of its own (`ENV_DIR/venv`) whose
 interpreter sees the container's visible packages behind its own (`visible.link_site`, named
 in a `.pth` file): pip installs only what is missing or pinned differently. A package that
 user code asks for and the container has installed but hides from it (TensorFlow, pillow) is
 linked in too (`ENV_DIR/linked`), so pip finds it there instead of downloading it again.
+pip runs within bounds (`InstallLimits`): its memory (RLIMIT_AS), the size of any file it
+writes (RLIMIT_FSIZE) and of the whole environment (measured while it runs); with
+code/wheelhouse it reads no configuration that could add an index or a link.
 
 Then the choice of process. The service's workers can run the handlers only if every module
 they would import exists once: the environment must bring no copy of a module the service
@@ -23,22 +27,51 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import time
 import venv
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagemaker_serving.config.settings import (
+    DEFAULT_ENVIRONMENT_MAX_DISK_MB,
+    DEFAULT_PIP_MAX_MEMORY_MB,
+)
+from sagemaker_serving.environments import requirements as checked
 from sagemaker_serving.environments import visible
 from sagemaker_serving.user_code.loading import INFERENCE_FILE, UserCodeError, UserCodeTimeout
 
 log = logging.getLogger(__name__)
 
-REQUIREMENTS_FILE = "requirements.txt"
+REQUIREMENTS_FILE = checked.REQUIREMENTS_FILE
 LIB_DIR = "lib"
-WHEELHOUSE_DIR = "wheelhouse"
+WHEELHOUSE_DIR = checked.WHEELHOUSE_DIR
 CONTAINER_PTH = "_sagemaker_container.pth"
 PIP_MESSAGE_LINES = 15
+MIB = 1 << 20
+SIZE_POLL_SECONDS = 0.5  # how often the environment's size is measured while pip runs
+# run a command under resource limits: RLIMIT_AS and RLIMIT_FSIZE (bytes), then the command
+LIMITED = """
+import os, resource, sys
+for limit, value in ((resource.RLIMIT_AS, sys.argv[1]), (resource.RLIMIT_FSIZE, sys.argv[2])):
+    hard = resource.getrlimit(limit)[1]
+    value = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+    resource.setrlimit(limit, (value, value))
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
+@dataclass(frozen=True)
+class InstallLimits:
+    """How far pip may go: its memory (address space, per process) and the environment's size
+    on disk (also the largest file it may write), in MiB: SAGEMAKER_PIP_MAX_MEMORY_MB and
+    SAGEMAKER_ENVIRONMENT_MAX_DISK_MB, named in the errors."""
+
+    memory_mb: int = DEFAULT_PIP_MAX_MEMORY_MB
+    disk_mb: int = DEFAULT_ENVIRONMENT_MAX_DISK_MB
 
 
 def has_user_code(code_dir: Path) -> bool:
@@ -80,15 +113,17 @@ def prepare(
     site: Path,
     timeout_seconds: float,
     shared_process: bool,
+    limits: InstallLimits = InstallLimits(),
 ) -> Environment:
     """Install code/requirements.txt (unless code/lib is there, as in the AWS container) and
     decide where the handlers run. `shared_process`: others' handlers may share the service's
     processes (multi-model), so only code that brings nothing of its own runs there.
-    Raises UserCodeError (pip's message) or UserCodeTimeout."""
+    Raises UserCodeError (what is not allowed, pip's message, the bound pip went past) or
+    UserCodeTimeout; a failed install leaves no environment."""
     code_dir = code_dir.absolute()
     lib = code_dir / LIB_DIR
     requirements = code_dir / REQUIREMENTS_FILE
-    install = requirements.is_file() and not lib.is_dir()
+    install = installs(code_dir)
     if requirements.is_file() and lib.is_dir():
         log.info(
             "%s is not installed: %s is there (its packages are used instead, as in the AWS "
@@ -99,7 +134,7 @@ def prepare(
     site_packages: Path | None = None
     linked: Path | None = None
     if install:
-        site_packages, linked = _install(requirements, env_dir, site, timeout_seconds)
+        site_packages, linked = _install(code_dir, env_dir, site, timeout_seconds, limits)
     own = _own_modules(code_dir, site_packages)
     shared = own & visible.container_names()
     reason = ""
@@ -141,16 +176,54 @@ def _create_venv(root: Path, site: Path) -> Path:
     return site_packages
 
 
+def installs(code_dir: Path) -> bool:
+    """Whether code/requirements.txt is installed: it is there, and code/lib is not."""
+    return (code_dir / REQUIREMENTS_FILE).is_file() and not (code_dir / LIB_DIR).is_dir()
+
+
+def read_requirements(code_dir: Path) -> checked.Requirements:
+    """code/requirements.txt checked (RequirementsError, a UserCodeError, when it asks for
+    anything not allowed)."""
+    return checked.read(code_dir, (code_dir / WHEELHOUSE_DIR).is_dir())
+
+
 def _install(
-    requirements: Path, env_dir: Path, site: Path, timeout_seconds: float
+    code_dir: Path, env_dir: Path, site: Path, timeout_seconds: float, limits: InstallLimits
 ) -> tuple[Path, Path]:
-    """pip install -r requirements.txt into a new environment; (its site-packages, the folder
-    of the container's hidden packages it asks for)."""
+    """pip install code/requirements.txt (as checked) into a new environment; (its
+    site-packages, the folder of the container's hidden packages it asks for). Nothing of
+    the environment is left when it fails."""
+    requirements = read_requirements(code_dir)
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir(parents=True)
-    site_packages = _create_venv(env_dir / "venv", site)
-    linked = _link_asked_for(requirements, env_dir / "linked")
-    code_dir = requirements.parent
+    try:
+        site_packages = _create_venv(env_dir / "venv", site)
+        linked = _link_asked_for(requirements.names, code_dir, env_dir / "linked")
+        _run_pip(requirements, code_dir, env_dir, timeout_seconds, limits)
+    except BaseException:
+        shutil.rmtree(env_dir, ignore_errors=True)
+        raise
+    installed = sorted(
+        f"{d.metadata['Name']}=={d.version}"
+        for d in importlib.metadata.distributions(path=[str(site_packages)])
+    )
+    log.info(
+        "%s: installed %s", code_dir / REQUIREMENTS_FILE, ", ".join(installed) or "nothing new"
+    )
+    return site_packages, linked
+
+
+def _run_pip(
+    requirements: checked.Requirements,
+    code_dir: Path,
+    env_dir: Path,
+    timeout_seconds: float,
+    limits: InstallLimits,
+) -> None:
+    """pip install -r (our file of the checked lines), in code/, within `limits`."""
+    wheelhouse = code_dir / WHEELHOUSE_DIR
+    temp = env_dir / "tmp"  # pip's temporary files count against the environment's size
+    temp.mkdir()
     command = [
         sys.executable,
         "-m",
@@ -162,48 +235,100 @@ def _install(
         "--disable-pip-version-check",
         "--no-warn-script-location",
         "-r",
-        str(requirements),
+        str(requirements.write(env_dir)),
     ]
-    wheelhouse = code_dir / WHEELHOUSE_DIR
-    if wheelhouse.is_dir():  # shipped wheels: no index (endpoints in network isolation)
-        command += ["--no-index", "--find-links", str(wheelhouse)]
-    log.info("installing %s into %s", requirements, env_dir / "venv")
-    result = run_in_group(command, code_dir, timeout_seconds)
-    if result is None:
-        raise UserCodeTimeout(
-            f"pip install -r code/{REQUIREMENTS_FILE} did not finish within {timeout_seconds:.0f}s"
-        )
-    if result.returncode != 0:
-        log.error("pip install -r %s failed:\n%s", requirements, result.stdout + result.stderr)
-        raise UserCodeError(
-            f"pip install -r code/{REQUIREMENTS_FILE} failed:\n{pip_message(result)}"
-        )
-    installed = sorted(
-        f"{d.metadata['Name']}=={d.version}"
-        for d in importlib.metadata.distributions(path=[str(site_packages)])
+    env = {**os.environ, "TMPDIR": str(temp)}
+    if wheelhouse.is_dir():  # shipped wheels only: no index, no link, no pip configuration
+        command += ["--no-index", "--find-links", str(wheelhouse.resolve())]
+        env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
+        env["PIP_CONFIG_FILE"] = os.devnull
+    disk = limits.disk_mb * MIB
+    sizes: list[int] = []
+
+    def within_disk() -> bool:
+        sizes.append(tree_size(env_dir))
+        return sizes[-1] <= disk
+
+    log.info("installing %s into %s", code_dir / REQUIREMENTS_FILE, env_dir / "venv")
+    result = run_in_group(
+        [sys.executable, "-c", LIMITED, str(limits.memory_mb * MIB), str(disk), *command],
+        code_dir.resolve(),
+        timeout_seconds,
+        env,
+        within_disk,
     )
-    log.info("%s: installed %s", requirements, ", ".join(installed) or "nothing new")
-    return site_packages, linked
+    what = f"pip install -r code/{REQUIREMENTS_FILE}"
+    if result is None and sizes and sizes[-1] > disk:
+        raise UserCodeError(_past_disk(what, limits))
+    if result is None:
+        raise UserCodeTimeout(f"{what} did not finish within {timeout_seconds:.0f}s")
+    shutil.rmtree(temp, ignore_errors=True)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        log.error("%s failed:\n%s", what, output)
+        if "MemoryError" in output or "Cannot allocate memory" in output:
+            raise UserCodeError(
+                f"{what} failed: pip ran out of memory (SAGEMAKER_PIP_MAX_MEMORY_MB="
+                f"{limits.memory_mb} MiB)"
+            )
+        if "File too large" in output:
+            raise UserCodeError(_past_disk(what, limits))
+        raise UserCodeError(f"{what} failed:\n{pip_message(result)}")
+    if not within_disk():
+        raise UserCodeError(_past_disk(what, limits))
+
+
+def _past_disk(what: str, limits: InstallLimits) -> str:
+    return (
+        f"{what} stopped: the environment grew past SAGEMAKER_ENVIRONMENT_MAX_DISK_MB="
+        f"{limits.disk_mb} (MiB)"
+    )
+
+
+def tree_size(directory: Path) -> int:
+    """Bytes of the files under `directory` (links not followed, nor counted)."""
+    total = 0
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            with contextlib.suppress(OSError):
+                info = os.lstat(os.path.join(root, name))
+                total += 0 if stat.S_ISLNK(info.st_mode) else info.st_size
+    return total
 
 
 def run_in_group(
-    command: list[str], cwd: Path, timeout_seconds: float
+    command: list[str],
+    cwd: Path,
+    timeout_seconds: float,
+    env: Mapping[str, str] | None = None,
+    keep_going: Callable[[], bool] | None = None,
 ) -> subprocess.CompletedProcess | None:
     """A command in a process group of its own (`pip --python` starts pip again under the
-    environment's interpreter): the whole group is killed past the timeout (None), or when
-    the wait is interrupted (serve told to stop), so nothing it started outlives it."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    environment's interpreter): the whole group is killed past the timeout or once
+    `keep_going()` (asked every SIZE_POLL_SECONDS) is False (None), or when the wait is
+    interrupted (serve told to stop), so nothing it started outlives it. `env`: its
+    environment (default: ours), without PYTHONPATH and PYTHONHOME."""
+    base = os.environ if env is None else env
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
         cwd=cwd,
         start_new_session=True,
     )
+    deadline = time.monotonic() + timeout_seconds
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_seconds)
+        while True:
+            left = deadline - time.monotonic()
+            wait = min(left, SIZE_POLL_SECONDS) if keep_going is not None else left
+            try:
+                stdout, stderr = proc.communicate(timeout=max(0.0, wait))
+                break
+            except subprocess.TimeoutExpired:
+                if left <= wait or (keep_going is not None and not keep_going()):
+                    raise
     except BaseException as exc:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -214,14 +339,10 @@ def run_in_group(
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
-def _link_asked_for(requirements: Path, target: Path) -> Path:
+def _link_asked_for(names: tuple[str, ...], code_dir: Path, target: Path) -> Path:
     """Links to the container's hidden distributions requirements.txt names (and what they
     need), so pip finds them installed; pip still installs another version where asked."""
-    try:
-        lines = requirements.read_text(errors="replace").splitlines()
-    except OSError:
-        lines = []
-    asked = set(visible.requirement_names(lines))
+    asked = set(names)
     hidden = visible.closure(asked) - visible.visible_distributions()
     visible.link_site(target, hidden)
     if hidden:
@@ -229,7 +350,7 @@ def _link_asked_for(requirements: Path, target: Path) -> Path:
         rest = ", ".join(sorted(hidden - asked))
         log.info(
             "%s: the container's %s used as installed%s",
-            requirements,
+            code_dir / REQUIREMENTS_FILE,
             named,
             f" (with what it needs: {rest})" if rest else "",
         )
@@ -250,18 +371,32 @@ def needs_own_environment(code_dir: Path) -> bool:
 
 
 def environment_key(code_dir: Path) -> str:
-    """A name for what an environment is made of: the code directory, its requirements and
-    the wheels it ships (the same key: the environment made before can be used again)."""
+    """A name for what an environment is made of: the code directory, its requirements as
+    checked (the files they include), the content of every file they install or search and
+    of the wheels it ships (the same key: the environment made before can be used again; a
+    wheel rebuilt, even to the same size, makes another). RequirementsError for
+    requirements that are not allowed."""
     digest = hashlib.sha256(str(code_dir.resolve()).encode())
-    requirements = code_dir / REQUIREMENTS_FILE
-    if requirements.is_file():
-        digest.update(requirements.read_bytes())
+    if installs(code_dir):
+        requirements = read_requirements(code_dir)
+        digest.update("\n".join((*requirements.lines, "-c", *requirements.constraints)).encode())
+        for path in requirements.local:
+            _hash_tree(digest, path)
     digest.update(b"lib" if (code_dir / LIB_DIR).is_dir() else b"-")
     wheelhouse = code_dir / WHEELHOUSE_DIR
     if wheelhouse.is_dir():
-        for wheel in sorted(wheelhouse.iterdir()):
-            digest.update(f"{wheel.name}:{wheel.stat().st_size}".encode())
+        _hash_tree(digest, wheelhouse)
     return digest.hexdigest()[:24]
+
+
+def _hash_tree(digest: hashlib._Hash, path: Path) -> None:
+    """Names and content of a file, or of every file under a folder, into `digest`."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(f"\n{file.relative_to(path) if file != path else file.name}\n".encode())
+        with contextlib.suppress(OSError), file.open("rb") as data:
+            while chunk := data.read(MIB):
+                digest.update(chunk)
 
 
 IMPORT_CHECK = """

@@ -36,6 +36,7 @@ SERVICE_DISTRIBUTIONS = (
     "prometheus-client",
     "psutil",
     "crc32c",
+    "packaging",  # requirements.txt is read with it (environments/requirements.py)
 )
 # Packages (not distributions) the service's processes import, so user code there sees them:
 # ours (HandlerError, Context, the default handlers; the REST JSON writer; process_utils'

@@ -16,7 +16,12 @@ from sagemaker_serving.config.ports import front_metrics_port
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.environments import pool as handler_pool
-from sagemaker_serving.environments.build import container_site, has_user_code, prepare
+from sagemaker_serving.environments.build import (
+    InstallLimits,
+    container_site,
+    has_user_code,
+    prepare,
+)
 from sagemaker_serving.launcher.supervisor import Child
 from sagemaker_serving.launcher.universal_code import download_universal_code
 from sagemaker_serving.service.front_metrics import bind_socket
@@ -84,8 +89,9 @@ def service_process(
     pool_dir: Path | None = None
     site = container_site(run_dir / "container-site") if user_code else None
     if site is not None:
+        limits = InstallLimits(settings.pip_max_memory_mb, settings.environment_max_disk_mb)
         environment = prepare(
-            code_dir, run_dir / "environment", site, settings.wait_time_seconds, False
+            code_dir, run_dir / "environment", site, settings.wait_time_seconds, False, limits
         )
         python_paths = list(environment.paths)
         if environment.python is not None:
@@ -130,6 +136,8 @@ def service_process(
         container_site=str(site or ""),
         handler_processes=settings.handler_processes,
         max_environments=settings.mme_max_environments,
+        pip_max_memory_mb=settings.pip_max_memory_mb,
+        environment_max_disk_mb=settings.environment_max_disk_mb,
         lifeline_fd=lifeline,
         log_format=settings.log_format,
         error_file=str(run_dir / SERVICE_ERROR_FILE),

@@ -1,17 +1,24 @@
 """The multi-model HTTP API on the Python service: /models, /models/<name>, .../invoke.
 
-Thin falcon (ASGI) resources over MultiModelManager, whose calls wait on files, locks and the
-model server: they run on threads (loads and unloads on the event loop's default ones, an
-invocation's lookup on the handlers' threads). Each model's handlers come from ModelCode.
+Thin falcon (ASGI) resources over MultiModelManager. Lists and gets read one small file:
+they run on the event loop, so nothing waiting elsewhere holds them up. Loads and unloads wait
+on pip, imports, locks and the model server: they run on threads of their own (`Operations`,
+one pool each, so loads that hang hold up no unload), with the load's deadline counted from
+its arrival; an invocation's lookup runs on the handlers' threads. Each model's handlers come
+from ModelCode.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import falcon.asgi
@@ -19,6 +26,7 @@ import orjson
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.service_config import ServiceConfig
+from sagemaker_serving.environments.build import InstallLimits
 from sagemaker_serving.errors import brief
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.environments import ModelEnvironments
@@ -41,6 +49,22 @@ INVOKE_SUFFIX = "/invoke"
 
 
 MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
+LOAD_THREADS = 64  # loads at once per worker; more wait their turn, within their deadline
+UNLOAD_THREADS = 8
+T = TypeVar("T")
+
+
+class Operations:
+    """The threads loads and unloads run on (a pool each)."""
+
+    def __init__(self) -> None:
+        self.loads = ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="mme-load")
+        self.unloads = ThreadPoolExecutor(UNLOAD_THREADS, thread_name_prefix="mme-unload")
+
+    @staticmethod
+    async def run(pool: ThreadPoolExecutor, call: Callable[..., T], *args: Any, **kw: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, functools.partial(call, *args, **kw))
 
 
 def _public(exc: MultiModelError, root: Path) -> MultiModelError:
@@ -63,16 +87,15 @@ def _description(model: LoadedModel) -> dict:
 class ModelsResource:
     """GET /models (paged list), POST /models (load)."""
 
-    def __init__(self, manager: MultiModelManager, code: ModelCode) -> None:
+    def __init__(self, manager: MultiModelManager, code: ModelCode, operations: Operations):
         self.manager = manager
         self.code = code
+        self.operations = operations
 
     async def on_get(self, req: Request, resp: Response) -> None:
         try:
             limit = _limit(req.get_param("limit"))
-            models, next_token = await asyncio.to_thread(
-                self.manager.page, limit, req.get_param("next_page_token")
-            )
+            models, next_token = self.manager.page(limit, req.get_param("next_page_token"))
         except MultiModelError as exc:
             raise _public(exc, self.manager.model_root) from None
         doc: dict = {"models": [_description(m) for m in models]}
@@ -81,10 +104,17 @@ class ModelsResource:
         _ok(resp, doc)
 
     async def on_post(self, req: Request, resp: Response) -> None:
+        deadline = time.monotonic() + self.manager.load_timeout_seconds  # from its arrival
         try:
             name, url = _load_request(req, await req.stream.read())
-            model = await asyncio.to_thread(
-                self.manager.load, name, url, self.code.prepare, self.code.release
+            model = await self.operations.run(
+                self.operations.loads,
+                self.manager.load,
+                name,
+                url,
+                self.code.prepare,
+                self.code.abandon,
+                deadline=deadline,
             )
         except MultiModelError as exc:
             raise _public(exc, self.manager.model_root) from None
@@ -101,10 +131,17 @@ class ModelSink:
     """/models/<name> (GET, DELETE) and /models/<name>/invoke (POST); names are opaque, so
     they are read from the raw (still percent-encoded) path."""
 
-    def __init__(self, manager: MultiModelManager, code: ModelCode, invocations: Invocations):
+    def __init__(
+        self,
+        manager: MultiModelManager,
+        code: ModelCode,
+        invocations: Invocations,
+        operations: Operations,
+    ):
         self.manager = manager
         self.code = code
         self.invocations = invocations
+        self.operations = operations
 
     async def __call__(self, req: Request, resp: Response | None, **_: Any) -> None:
         assert resp is not None  # None only for WebSocket, which the service does not take
@@ -119,9 +156,9 @@ class ModelSink:
             if invoke:
                 await self._invoke(req, resp, name)
             elif req.method in ("GET", "HEAD"):
-                _ok(resp, _description(await asyncio.to_thread(self.manager.get, name)))
+                _ok(resp, _description(self.manager.get(name)))
             elif req.method == "DELETE":
-                await asyncio.to_thread(self._unload, name)
+                await self.operations.run(self.operations.unloads, self._unload, name)
                 _ok(resp, {"success": f"Successfully unloaded model {name}."})
             else:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
@@ -221,8 +258,10 @@ def add_routes(
         config.lifeline_fd,
         config.log_format,
         config.load_timeout_seconds,
+        InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb),
     )
     universal_dir = Path(config.code_dir) if config.code_dir else None
     code = ModelCode(universal_dir, universal, environments, manager.registry, config.threads)
-    app.add_route("/models", ModelsResource(manager, code))
-    app.add_sink(ModelSink(manager, code, invocations), prefix="/models/")
+    operations = Operations()
+    app.add_route("/models", ModelsResource(manager, code, operations))
+    app.add_sink(ModelSink(manager, code, invocations, operations), prefix="/models/")

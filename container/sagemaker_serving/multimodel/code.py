@@ -75,8 +75,14 @@ class ModelCode:
         return replace(model, handlers=pool_dir, environment=env_dir)
 
     def release(self, model: LoadedModel) -> None:
-        """At unload, or when the load failed after `prepare`."""
+        """At unload: the model's processes stopped (its environment kept)."""
         self.environments.release(model.handlers)
+        self.forget(model)
+
+    def abandon(self, model: LoadedModel) -> None:
+        """When the load failed after `prepare`: its processes stopped, and its environment
+        removed if this load made it."""
+        self.environments.abandon(model.environment, model.handlers)
         self.forget(model)
 
     def revive(self, model: LoadedModel, taken_over: bool = False) -> LoadedModel:

@@ -5,11 +5,14 @@ A model whose code/ holds only inference.py runs in the service's workers, besid
 such model. One with a requirements.txt, a lib/ or modules beside inference.py gets its own
 environment (two models may pin different versions of one package) and its own handler
 processes, at most SAGEMAKER_MME_MAX_ENVIRONMENTS at once (507 past it, or when memory is
-short), refused before anything is installed.
+short), refused before anything is installed: a load takes a slot first (`reserved/`, a file
+it holds locked while it prepares, so a crashed loader's slot is free again), counted with the
+pools that run.
 
 Environments are kept after an unload, by what they are made of (build.environment_key): a
 model loaded again starts its processes on the environment made before, without pip. The
-least recently used ones that no model uses go past SAGEMAKER_MME_MAX_ENVIRONMENTS of them.
+least recently used ones that no model uses go past SAGEMAKER_MME_MAX_ENVIRONMENTS of them. A
+load that fails removes the environment it made (`abandon`), not one made before.
 Each running pool is recorded in the state directory (`pools/`), so any worker can stop or
 restart it and serve stops them all at shutdown.
 """
@@ -24,7 +27,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
@@ -37,8 +40,10 @@ from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
 log = logging.getLogger(__name__)
 
 POOLS_DIR = "pools"
+RESERVED_DIR = "reserved"
 ENVIRONMENTS_DIR = "environments"
 ENVIRONMENT_FILE = "environment.json"
+ROOM_LOCK_SECONDS = 10.0  # the slots' lock is held only to count them
 STOP_SECONDS = 5.0
 LOCK_POLL_SECONDS = 0.05
 RECORD_GRACE_SECONDS = 60.0  # a pool no model lists is a leftover only once this much older
@@ -57,24 +62,50 @@ class ModelEnvironments:
     lifeline_fd: int | None
     log_format: str = "text"
     load_timeout_seconds: float = 300.0
+    limits: build.InstallLimits = field(default_factory=build.InstallLimits)
 
     def prepare(self, code_dir: Path, internal_name: str, deadline: float) -> tuple[str, str]:
         """The code's environment (made, or the one made before) and, when it needs them,
         its handler processes started: (environment folder, pool folder), ("", "") when its
-        handlers run in the workers. 400 with pip's or the import's message, 504 past the
-        deadline, 507 past the bound (before any install)."""
+        handlers run in the workers. 400 for requirements that are not allowed, with pip's
+        or the import's message, or the bound pip went past; 504 past the deadline; 507 past
+        the bound of environments (before any install). A failure leaves no environment
+        that this load made."""
         if not build.needs_own_environment(code_dir):
             return "", ""
-        self._check_room()
-        env_dir = self.state_dir / ENVIRONMENTS_DIR / build.environment_key(code_dir)
-        with self._locked(env_dir, deadline):  # its pool starts under the lock: never pruned
-            environment = self._environment(code_dir, env_dir, deadline)
+        try:
+            key = build.environment_key(code_dir)  # requirements checked: 400 if not allowed
+        except UserCodeError as exc:
+            raise MultiModelError(str(exc), 400) from None
+        env_dir = self.state_dir / ENVIRONMENTS_DIR / key
+        with self._slot(deadline) as pool_dir, self._locked(env_dir, deadline):
+            # its pool starts under the environment's lock: never pruned meanwhile
+            environment, made = self._environment(code_dir, env_dir, deadline, pool_dir.name)
             if environment.python is None:  # nothing of its own after all (build.prepare)
+                if made:
+                    shutil.rmtree(env_dir, ignore_errors=True)
                 return "", ""
-            self._check_room()
-            pool_dir = self._start(environment, internal_name, env_dir, deadline)
+            try:
+                self._start(environment, internal_name, env_dir, pool_dir, deadline)
+            except BaseException:
+                if made:
+                    shutil.rmtree(env_dir, ignore_errors=True)
+                raise
         self._prune()
-        return str(env_dir), pool_dir
+        return str(env_dir), str(pool_dir)
+
+    def abandon(self, env_dir: str, pool_dir: str) -> None:
+        """After a load that failed once its pool ran: the pool stopped, and the environment
+        removed if that load made it (one made before is kept for a load again)."""
+        self.release(pool_dir)
+        if not env_dir or not pool_dir:
+            return
+        directory = Path(env_dir)
+        with contextlib.suppress(MultiModelError), self._locked(directory, time.monotonic() + 5):
+            made_by = _doc(directory).get("made_by")
+            if made_by == Path(pool_dir).name and str(directory) not in self._used():
+                shutil.rmtree(directory, ignore_errors=True)
+                log.info("removed the environment %s (its load failed)", directory)
 
     def restart(self, env_dir: str, internal_name: str, deadline: float) -> str:
         """New handler processes for a model whose pool is gone; their folder."""
@@ -83,7 +114,9 @@ class ModelEnvironments:
             environment = _saved(directory)
             if environment is None or environment.python is None:
                 raise MultiModelError("The model's environment is gone: load it again", 503)
-            return self._start(environment, internal_name, directory, deadline)
+            pool_dir = handler_pool.new_pool_dir()
+            self._start(environment, internal_name, directory, pool_dir, deadline)
+            return str(pool_dir)
 
     def release(self, pool_dir: str) -> None:
         """Stop a model's handler processes (its environment is kept for a load again)."""
@@ -115,40 +148,76 @@ class ModelEnvironments:
 
     # ----- helpers --------------------------------------------------------------------------
 
-    def _check_room(self) -> None:
-        running = len(self.records())
-        if running >= self.max_count:
-            raise MultiModelError(
-                f"{running} models with an environment of their own are loaded, the most "
-                f"allowed (SAGEMAKER_MME_MAX_ENVIRONMENTS={self.max_count}): unload one first",
-                507,
-            )
-        if psutil.virtual_memory().available < self.memory_reserve_bytes:
-            raise MultiModelError("Not enough memory to start the model's handler processes", 507)
+    @contextlib.contextmanager
+    def _slot(self, deadline: float) -> Iterator[Path]:
+        """A folder for the load's pool, counted against max_count from now (its record counts
+        once the pool runs) until the load's preparation ends; 507 past the bound or when
+        memory is short, before anything is installed."""
+        reserved = self.state_dir / RESERVED_DIR
+        reserved.mkdir(parents=True, exist_ok=True)
+        room = min(deadline, time.monotonic() + ROOM_LOCK_SECONDS)
+        with self._locked(reserved, room, "Other loads held the count of environments"):
+            taken = {record.name for record in self.records()} | _held(reserved)
+            if len(taken) >= self.max_count:
+                raise MultiModelError(
+                    f"{len(taken)} models with an environment of their own are loaded or "
+                    f"loading, the most allowed (SAGEMAKER_MME_MAX_ENVIRONMENTS="
+                    f"{self.max_count}): unload one first",
+                    507,
+                )
+            if psutil.virtual_memory().available < self.memory_reserve_bytes:
+                raise MultiModelError(
+                    "Not enough memory to start the model's handler processes", 507
+                )
+            pool_dir = handler_pool.new_pool_dir()
+            slot = reserved / pool_dir.name
+            fd = os.open(slot, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
+        try:
+            yield pool_dir
+        finally:
+            if not self._record_path(pool_dir).exists():  # no pool runs there
+                shutil.rmtree(pool_dir, ignore_errors=True)
+            slot.unlink(missing_ok=True)
+            os.close(fd)
 
-    def _environment(self, code_dir: Path, env_dir: Path, deadline: float) -> build.Environment:
+    def _environment(
+        self, code_dir: Path, env_dir: Path, deadline: float, made_by: str
+    ) -> tuple[build.Environment, bool]:
+        """The environment made before, or a new one (marked as made by the load whose pool
+        folder is `made_by`); and whether this load made it."""
         saved = _saved(env_dir)
         if saved is not None:
             (env_dir / ENVIRONMENT_FILE).touch()  # recently used
             log.info("%s: the environment made before (%s)", code_dir, env_dir)
-            return saved
+            return saved, False
         try:
             environment = build.prepare(
-                code_dir, env_dir, self.site, max(1.0, deadline - time.monotonic()), True
+                code_dir,
+                env_dir,
+                self.site,
+                max(1.0, deadline - time.monotonic()),
+                True,
+                self.limits,
             )
         except UserCodeError as exc:
             shutil.rmtree(env_dir, ignore_errors=True)
             status = 504 if isinstance(exc, UserCodeTimeout) else 400
             raise MultiModelError(str(exc), status) from None
         env_dir.mkdir(parents=True, exist_ok=True)
-        doc = {**asdict(environment), "code_dir": str(environment.code_dir)}
+        doc = {**asdict(environment), "code_dir": str(environment.code_dir), "made_by": made_by}
         (env_dir / ENVIRONMENT_FILE).write_text(json.dumps(doc))
-        return environment
+        return environment, True
 
     def _start(
-        self, environment: build.Environment, internal_name: str, env_dir: Path, deadline: float
-    ) -> str:
-        directory = handler_pool.new_pool_dir()
+        self,
+        environment: build.Environment,
+        internal_name: str,
+        env_dir: Path,
+        directory: Path,
+        deadline: float,
+    ) -> None:
+        """The environment's handler processes, started in `directory` and recorded."""
         spec = handler_pool.PoolSpec(
             directory,
             str(environment.python),
@@ -174,14 +243,10 @@ class ModelEnvironments:
             time.monotonic() - started,
             environment.reason,
         )
-        return str(directory)
 
     def _prune(self) -> None:
         """Remove the least recently used environments no pool runs on, past max_count."""
-        used = set()
-        for record in self.records():
-            with contextlib.suppress(OSError, ValueError):
-                used.add(json.loads(record.read_text()).get("environment"))
+        used = self._used()
         root = self.state_dir / ENVIRONMENTS_DIR
         unused = [
             d
@@ -195,8 +260,14 @@ class ModelEnvironments:
                 log.info("removed the environment %s (not used lately)", env_dir)
 
     @contextlib.contextmanager
-    def _locked(self, env_dir: Path, deadline: float) -> Iterator[None]:
-        """The environment's own lock (another load of the same code waits for it)."""
+    def _locked(
+        self,
+        env_dir: Path,
+        deadline: float,
+        busy: str = "Another load of the same code was still preparing it",
+    ) -> Iterator[None]:
+        """The environment's own lock (another load of the same code waits for it; 504 with
+        `busy` past the deadline); also the slots' (`RESERVED_DIR`)."""
         env_dir.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(env_dir.with_name(env_dir.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -206,9 +277,7 @@ class ModelEnvironments:
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise MultiModelError(
-                            "Another load of the same code was still preparing it", 504
-                        ) from None
+                        raise MultiModelError(busy, 504) from None
                     time.sleep(LOCK_POLL_SECONDS)
             yield
         finally:
@@ -217,12 +286,47 @@ class ModelEnvironments:
     def _record_path(self, directory: Path) -> Path:
         return self.state_dir / POOLS_DIR / directory.name
 
+    def _used(self) -> set[str]:
+        """The environments running pools use."""
+        used = set()
+        for record in self.records():
+            with contextlib.suppress(OSError, ValueError):
+                used.add(json.loads(record.read_text()).get("environment"))
+        return used
 
-def _saved(env_dir: Path) -> build.Environment | None:
-    """The environment made before in `env_dir`, if it is whole."""
+
+def _held(directory: Path) -> set[str]:
+    """The slots in `directory` whose loads are still preparing (their files locked); a slot
+    whose loader is gone (crashed) is removed."""
+    held = set()
+    for slot in directory.iterdir():
+        try:
+            fd = os.open(slot, os.O_RDWR)
+        except OSError:
+            continue  # just released
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.add(slot.name)
+        else:
+            slot.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    return held
+
+
+def _doc(env_dir: Path) -> dict:
     try:
         doc = json.loads((env_dir / ENVIRONMENT_FILE).read_text())
     except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _saved(env_dir: Path) -> build.Environment | None:
+    """The environment made before in `env_dir`, if it is whole."""
+    doc = _doc(env_dir)
+    if not doc:
         return None
     environment = build.Environment(
         Path(doc["code_dir"]), tuple(doc["paths"]), doc.get("python"), doc.get("reason", "")

@@ -96,15 +96,31 @@ class MultiModelManager:
         url: str,
         prepare: Callable[[LoadedModel, float], LoadedModel] | None = None,
         release: Callable[[LoadedModel], None] | None = None,
+        deadline: float | None = None,
     ) -> LoadedModel:
         """Load `name` from `url` on every instance; listed only once all is done. `prepare`
         (its code's environment and handler processes: code.py) runs first, with the load's
-        deadline but before the lock, so a long pip install or import holds up no other load
-        or unload; `release` ends what it made when the load fails after it. A load that
-        fails or runs past its deadline is taken back out of every instance: it leaves no
-        trace."""
+        deadline (`deadline`, default load_timeout_seconds from now) but before the lock, so
+        a long pip install or import holds up no other load or unload; `release` ends what
+        it made when the load fails after it. While it runs, another load of `name` is a 409.
+        A load that fails or runs past its deadline is taken back out of every instance: it
+        leaves no trace."""
         check_name(name)
         base = self._model_url(url, name)
+        if deadline is None:
+            deadline = time.monotonic() + self.load_timeout_seconds
+        with self.registry.loading(name):
+            return self._load(name, url, base, deadline, prepare, release)
+
+    def _load(
+        self,
+        name: str,
+        url: str,
+        base: Path,
+        deadline: float,
+        prepare: Callable[[LoadedModel, float], LoadedModel] | None,
+        release: Callable[[LoadedModel], None] | None,
+    ) -> LoadedModel:
         if name in self.current():
             raise already_loaded(name)
         found = find_model(base, internal_name(name))
@@ -116,7 +132,6 @@ class MultiModelManager:
         model = LoadedModel(
             name, str(base), found.name, str(found.base_path), tuple(found.versions)
         )
-        deadline = time.monotonic() + self.load_timeout_seconds
         if prepare is not None:
             model = prepare(model, deadline)
         try:

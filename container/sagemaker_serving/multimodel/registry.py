@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sagemaker_serving.config.model_discovery import Model
-from sagemaker_serving.multimodel.errors import MultiModelError
+from sagemaker_serving.multimodel.errors import MultiModelError, already_loaded
 
 LOCK_WAIT_SECONDS = 600.0
 LOCK_POLL_SECONDS = 0.02
@@ -64,6 +64,7 @@ class Registry:
         self.path = state_dir / "models.json"
         self.lock_path = state_dir / "models.lock"
         self.generation_path = state_dir / "generation"
+        self.loading_dir = state_dir / "loading"
 
     @contextlib.contextmanager
     def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
@@ -84,6 +85,30 @@ class Registry:
             yield
         finally:
             os.close(fd)  # releases the lock
+
+    @contextlib.contextmanager
+    def loading(self, name: str) -> Iterator[None]:
+        """`name` marked as being loaded, in every process, for the duration: a load of it
+        meanwhile is a 409. The mark is a file held locked, so it ends with a loader that
+        crashed."""
+        self.loading_dir.mkdir(parents=True, exist_ok=True)
+        path = self.loading_dir / internal_name(name)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise already_loaded(name) from None
+            with contextlib.suppress(FileNotFoundError):
+                if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                    break  # the mark is ours (not a file its last holder had just removed)
+            os.close(fd)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)  # before the lock ends: a waiter then makes a new one
+            os.close(fd)
 
     def generation(self) -> str:
         try:

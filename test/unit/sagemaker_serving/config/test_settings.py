@@ -51,6 +51,8 @@ def test_defaults():
         "universal_prefix": None,
         "mme_memory_reserve_mb": 256,
         "handler_processes": 4,
+        "pip_max_memory_mb": 2048,
+        "environment_max_disk_mb": 4096,
         "mme_max_environments": 8,
         "max_payload_in_mb": None,
         "batch_strategy": None,
@@ -116,6 +118,8 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_MULTI_MODEL_UNIVERSAL_PREFIX": "code/v1",
         "SAGEMAKER_MME_MEMORY_RESERVE_MB": "512",
         "SAGEMAKER_HANDLER_PROCESSES": "3",
+        "SAGEMAKER_PIP_MAX_MEMORY_MB": "512",
+        "SAGEMAKER_ENVIRONMENT_MAX_DISK_MB": "100",
         "SAGEMAKER_MME_MAX_ENVIRONMENTS": "20",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0",
         "SAGEMAKER_MAX_PAYLOAD_IN_MB": "100",
@@ -157,6 +161,8 @@ def test_every_variable_sets_its_field():
         "universal_prefix": "code/v1",
         "mme_memory_reserve_mb": 512,
         "handler_processes": 3,
+        "pip_max_memory_mb": 512,
+        "environment_max_disk_mb": 100,
         "mme_max_environments": 20,
         "onednn_system_allocator": False,
         "max_payload_in_mb": 100,
@@ -313,7 +319,7 @@ def test_variables_document_exactly_what_from_env_reads():
 
 
 def test_every_variable_has_its_meaning_and_every_field_but_cpu_count_a_variable():
-    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 35
+    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 37
     assert [v.name for v in VARIABLES if not v.doc] == []
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
     assert list(FIELD_OF.values()) == [f.name for f in dataclasses.fields(Settings)][1:]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -143,12 +144,63 @@ def test_a_failing_install_is_400_with_pips_message_and_leaves_nothing(tmp_path,
     assert not [p for p in environments.iterdir() if p.is_dir()]
 
 
+def environments(tmp_path) -> list[Path]:
+    return [p for p in (tmp_path / "state" / "environments").iterdir() if p.is_dir()]
+
+
 def test_an_import_error_in_its_own_processes_fails_the_load_with_400(tmp_path, site):
     model = loaded(tmp_path, "m", "import no_such_module_anywhere\n", OWN_ENVIRONMENT)
     error = refused(model_code(tmp_path, site), model, 60)
     assert error.status == 400
     assert "No module named 'no_such_module_anywhere' (inference.py, line 1)" in error.message
     assert not list((tmp_path / "state" / "pools").iterdir())
+    assert environments(tmp_path) == []  # the environment this load made is gone too
+
+
+def test_a_failed_load_removes_the_environment_it_made_not_one_made_before(tmp_path, site):
+    model = loaded(tmp_path, "m", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
+    code = model_code(tmp_path, site)
+    code.abandon(code.prepare(model, time.monotonic() + 60))  # it failed after prepare
+    assert environments(tmp_path) == []
+    code.release(code.prepare(model, time.monotonic() + 60))  # loaded and unloaded: kept
+    (kept,) = environments(tmp_path)
+    again = code.prepare(model, time.monotonic() + 60)
+    assert again.environment == str(kept)
+    code.abandon(again)  # a load on the environment made before failed: it stays
+    assert environments(tmp_path) == [kept] and not Path(again.handlers).exists()
+
+
+HOLD_SLOT = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_load_in_progress_holds_a_slot_until_it_ends_even_by_a_crash(tmp_path, site):
+    model = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
+    code = model_code(tmp_path, site, max_count=1)
+    slots = tmp_path / "state" / "reserved"
+    slots.mkdir()
+    holder = subprocess.Popen(  # another worker's load, preparing
+        [sys.executable, "-c", HOLD_SLOT, str(slots / "sagemaker-handlers-x")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        error = refused(code, model, 60)
+        assert error.status == 507 and "loaded or loading" in error.message
+    finally:
+        holder.kill()  # that worker crashed
+        holder.wait(10)
+    prepared = code.prepare(model, time.monotonic() + 60)
+    try:
+        assert prepared.handlers and not list(slots.iterdir())
+    finally:
+        code.release(prepared)
 
 
 def test_past_the_bound_of_environments_a_load_is_507_before_any_install(tmp_path, site):

@@ -3,6 +3,8 @@ generations (a model server's death makes every model count as unloaded)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -79,3 +81,37 @@ def test_a_change_based_on_an_older_generation_counts_as_lost(tmp_path):
     registry.invalidate()  # a model server died while the change was under way
     registry.write({"a": model("a")}, generation)
     assert registry.read() == {}
+
+
+MARK_NAME = """
+import os, sys, time
+from pathlib import Path
+from sagemaker_serving.multimodel.registry import Registry
+with Registry(Path(sys.argv[1])).loading(sys.argv[2]):
+    print("marked", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_name_being_loaded_is_a_409_until_its_load_ends_even_by_a_crash(tmp_path):
+    registry = Registry(tmp_path)
+    with registry.loading("a"):
+        with pytest.raises(MultiModelError) as info, registry.loading("a"):
+            pass
+        assert info.value.status == 409
+        with registry.loading("b"):  # another name: no wait
+            pass
+    with registry.loading("a"):  # over: free again
+        pass
+    holder = subprocess.Popen(
+        [sys.executable, "-c", MARK_NAME, str(tmp_path), "a"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "marked\n"
+        with pytest.raises(MultiModelError), registry.loading("a"):
+            pass
+    finally:
+        holder.kill()  # a loader that crashed: no cleanup ran
+        holder.wait(10)
+    with registry.loading("a"):
+        pass
