@@ -511,6 +511,28 @@ def test_a_models_socket_taken_over_by_another_models_pool_is_detected(mme, mode
             unload(mme, name)
 
 
+def test_an_environment_changed_after_it_was_made_is_made_again(mme, model_root, tmp_path):
+    """A model's code left a .pth in its environment (every interpreter there runs it at
+    start): the environment, kept after the unload, is made again at the next load instead of
+    being used with it."""
+    assert load(mme, "poisoned", str(model_root / "reqs")).status_code == 200
+    registry = orjson.loads((mme.run_dir / "multi-model" / "models.json").read_bytes())
+    (model,) = [m for m in registry["models"] if m["name"] == "poisoned"]
+    (site_packages,) = Path(model["environment"], "venv", "lib").glob("python3*/site-packages")
+    marker = tmp_path / "ran"
+    (site_packages / "zz_left_behind.pth").write_text(
+        f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n"
+    )
+    assert unload(mme, "poisoned").status_code == 200
+    assert load(mme, "poisoned", str(model_root / "reqs")).status_code == 200
+    try:
+        assert invoke(mme, "poisoned").json() == {"tinypkg": 42}
+        assert not marker.exists(), "the environment was used with what was left in it"
+        assert "changed since it was made" in mme.log()
+    finally:
+        unload(mme, "poisoned")
+
+
 def test_a_restarted_serve_with_the_same_run_dir_starts_with_no_models(tmp_path_factory):
     """No registry from an earlier run: its model servers loaded none of those models.
     (No code/ here: invocations take the built-in formats.)"""

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from sagemaker_serving.environments import build
+from sagemaker_serving.environments import build, seal
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
@@ -108,14 +108,24 @@ class ModelEnvironments:
                 log.info("removed the environment %s (its load failed)", directory)
 
     def restart(self, env_dir: str, internal_name: str, deadline: float) -> str:
-        """New handler processes for a model whose pool is gone; their folder."""
+        """New handler processes for a model whose pool is gone; their folder. An environment
+        that changed since it was made is made again first."""
         directory = Path(env_dir)
         with self._locked(directory, deadline):
-            environment = _saved(directory)
-            if environment is None or environment.python is None:
-                raise MultiModelError("The model's environment is gone: load it again", 503)
+            code_dir = _doc(directory).get("code_dir")
             pool_dir = handler_pool.new_pool_dir()
-            self._start(environment, internal_name, directory, pool_dir, deadline)
+            try:
+                environment = _saved(directory)
+                if environment is None and code_dir:
+                    environment, _ = self._environment(
+                        Path(code_dir), directory, deadline, pool_dir.name
+                    )
+                if environment is None or environment.python is None:
+                    raise MultiModelError("The model's environment is gone: load it again", 503)
+                self._start(environment, internal_name, directory, pool_dir, deadline)
+            except BaseException:
+                shutil.rmtree(pool_dir, ignore_errors=True)
+                raise
             return str(pool_dir)
 
     def release(self, pool_dir: str) -> None:
@@ -205,7 +215,12 @@ class ModelEnvironments:
             status = 504 if isinstance(exc, UserCodeTimeout) else 400
             raise MultiModelError(str(exc), status) from None
         env_dir.mkdir(parents=True, exist_ok=True)
-        doc = {**asdict(environment), "code_dir": str(environment.code_dir), "made_by": made_by}
+        doc = {
+            **asdict(environment),
+            "code_dir": str(environment.code_dir),
+            "made_by": made_by,
+            "seal": _seal(env_dir),  # what it holds now: a change later is seen (_saved)
+        }
         (env_dir / ENVIRONMENT_FILE).write_text(json.dumps(doc))
         return environment, True
 
@@ -324,7 +339,9 @@ def _doc(env_dir: Path) -> dict:
 
 
 def _saved(env_dir: Path) -> build.Environment | None:
-    """The environment made before in `env_dir`, if it is whole."""
+    """The environment made before in `env_dir`, if it is whole and holds what it held when
+    it was made (else it is removed, to be made again: code that ran in it may have left
+    something every interpreter runs at start there, such as a .pth file)."""
     doc = _doc(env_dir)
     if not doc:
         return None
@@ -333,7 +350,21 @@ def _saved(env_dir: Path) -> build.Environment | None:
     )
     if environment.python is not None and not Path(environment.python).exists():
         return None
+    if _seal(env_dir) != doc.get("seal"):
+        log.warning(
+            "the environment %s changed since it was made (files added, removed or changed): "
+            "it is made again",
+            env_dir,
+        )
+        shutil.rmtree(env_dir, ignore_errors=True)
+        return None
     return environment
+
+
+def _seal(env_dir: Path) -> str:
+    """The seal of what an environment runs: its venv and its links to the container's
+    packages (not environment.json, which is touched as it is used)."""
+    return seal.seal(env_dir / "venv") + seal.seal(env_dir / "linked")
 
 
 def _last_used(env_dir: Path) -> float:
