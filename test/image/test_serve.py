@@ -124,6 +124,35 @@ def test_nothing_listens_beyond_the_loopback_but_the_front_port(with_code):
     assert exposed and all(proto == "tcp" and port == 8080 for proto, _, port in exposed), listening
 
 
+# the first bytes each TCP port answers a request with ("" when it closed at once)
+TCP_CLIENT = r"""
+import json, socket, sys
+out = {}
+for port in json.loads(sys.argv[1]):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /v1/models/model HTTP/1.0\r\n\r\n")
+            out[port] = sock.recv(64).decode(errors="replace")
+    except OSError:
+        out[port] = ""
+print(json.dumps(out))
+"""
+
+
+def test_only_the_image_user_reaches_the_model_server(with_code):
+    """Another user in the container (docker exec --user): the model server's ports close
+    its connections at once (loopback_guard.so); the image's user is answered."""
+    internal = sorted(
+        {port for proto, _, port in with_code.listening() if proto == "tcp" and port != 8080}
+    )
+    assert len(internal) >= 2, internal  # the model server's gRPC and REST ports
+    code, output = with_code.exec("python3", "-c", TCP_CLIENT, json.dumps(internal), user="65534")
+    assert code == 0, output
+    assert set(json.loads(output).values()) == {""}, output
+    code, output = with_code.exec("python3", "-c", TCP_CLIENT, json.dumps(internal))
+    assert code == 0 and any(json.loads(output).values()), output
+
+
 def test_docker_stop_under_load_finishes_in_flight_requests(engine, image, tmp_path):
     """SIGTERM with requests in flight: each completes with 200, serve exits 0 before
     SageMaker's SIGKILL (docker stop -t 30)."""
