@@ -15,7 +15,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import serve_stack
+from conftest import command_line, serve_stack
 
 pytestmark = pytest.mark.slow
 
@@ -152,8 +152,8 @@ def test_a_large_answer_costs_the_service_about_its_size(forking_stack):
     placement, server = forking_stack
     size_mib = 96
     service = [p for p in psutil.Process(server.proc.pid).children(recursive=True)
-               if "sagemaker_serving.python_service" in " ".join(p.cmdline())]  # fmt: skip
-    workers = [w for p in service for w in p.children()]
+               if "sagemaker_serving.python_service" in command_line(p)]  # fmt: skip
+    workers = [w for p in service for w in p.children() if command_line(w)]  # no zombie
     before = {}
     for worker in workers:
         with open(f"/proc/{worker.pid}/clear_refs", "w") as refs:
