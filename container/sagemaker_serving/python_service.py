@@ -38,7 +38,7 @@ from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.environments.remote import HandlerPool
-from sagemaker_serving.errors import StatusError, error_body
+from sagemaker_serving.errors import StatusError, error_body, hide_paths
 from sagemaker_serving.multimodel.api import add_routes as add_multi_model_routes
 from sagemaker_serving.service.error_answers import add_error_answers
 from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
@@ -123,10 +123,31 @@ class NoOptions:
             raise falcon.HTTPMethodNotAllowed(allowed_methods(resource))
 
 
+RUN_DIR_PLACEHOLDER = "<run dir>"
+HANDLER_PROCESSES_PLACEHOLDER = "<handler processes>"
+
+
+def internal_paths(config: ServiceConfig) -> dict[str, str]:
+    """The folders no answer names (errors.hide_paths), and what it says instead: paths
+    under the model directory become model-relative, the run directory (environments,
+    venvs) and the handler processes' folder placeholders."""
+    paths = {}
+    if config.run_dir:
+        paths[config.run_dir] = RUN_DIR_PLACEHOLDER
+    if config.handler_pool:
+        paths[config.handler_pool] = HANDLER_PROCESSES_PLACEHOLDER
+    if config.model_root:
+        paths[config.model_root] = ""
+    if config.code_dir and not config.multi_model:  # the model directory as serve was given it
+        paths.setdefault(str(Path(config.code_dir).absolute().parent), "")
+    return paths
+
+
 def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> falcon.asgi.App:
     """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
     this process's ServiceMetrics (one per process: two would overwrite each other's values
     in the multiprocess files)."""
+    hide_paths(internal_paths(config))
     handlers = Handlers() if config.multi_model else endpoint_handlers(config)
     log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = metrics or ServiceMetrics()

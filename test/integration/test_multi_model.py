@@ -23,7 +23,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import serve_stack, tiny_wheel
+from conftest import make_wheel, serve_stack, tiny_wheel
 from raw_http import chunked_post, padded_tfs_request, split_reply
 from raw_http import raw as raw_exchange
 
@@ -77,6 +77,13 @@ def model_root(tmp_path_factory) -> Path:
     shutil.copytree(template, root / "badreqs")
     (root / "badreqs" / "code").mkdir()
     (root / "badreqs" / "code" / "requirements.txt").write_text("no-such-package-anywhere==9\n")
+    for name, package in (("dangling", "gone"), ("traversal", "evil")):
+        shutil.copytree(template, root / name)
+        wheels = root / name / "code" / "wheelhouse"
+        make_wheel(wheels, "evil", "1.0", {"../../../../evil.py": "X = 1\n"})
+        (wheels / "gone-1.0-py3-none-any.whl").symlink_to("nowhere.whl")  # leads nowhere
+        (wheels / "loop-1.0-py3-none-any.whl").symlink_to("loop-1.0-py3-none-any.whl")
+        (root / name / "code" / "requirements.txt").write_text(f"{package}==1.0\n")
     (root / "code").mkdir()
     (root / "code" / "inference.py").write_text(INFERENCE % "universal")
     shutil.rmtree(template)
@@ -162,6 +169,27 @@ def test_a_models_requirements_are_installed_at_load(mme, model_root):
     reply = load(mme, "badreqs", str(model_root / "badreqs"))
     assert reply.status_code == 400 and "pip install" in reply.json()["error"], reply.text
     assert "badreqs" not in listed(mme)
+
+
+def test_load_errors_name_no_internal_path_and_keep_the_url_as_sent(mme, model_root):
+    """A missing url comes back in the AWS container's words with the url as the client sent
+    it; pip's refusals (a link in the wheelhouse that leads nowhere or loops, a wheel writing
+    outside its environment) are 400s naming the model's files relative to it and no folder
+    of the run directory."""
+    url = str(model_root / "non-existing")
+    missing = load(mme, "non-existing", url)
+    assert missing.status_code == 404
+    assert (
+        missing.json()["error"] == f"Could not find valid base path {url} for servable non-existing"
+    )
+    for name, said in (
+        ("dangling", "No such file or directory: 'code/wheelhouse/gone-1.0-py3-none-any.whl'"),
+        ("traversal", "outside the target directory 'site-packages'"),
+    ):
+        reply = load(mme, name, name)
+        assert reply.status_code == 400 and said in reply.json()["error"], reply.text
+        assert str(model_root) not in reply.text and str(mme.run_dir) not in reply.text
+        assert name not in listed(mme)
 
 
 @pytest.mark.parametrize("name", ["a/b/c", "..a", "über model", "x" * 300, "a%2Fb", "m.tar.gz"])

@@ -29,6 +29,8 @@ def input_handler(data, context):
         raise ValueError("this handler failed on purpose")
     if kind == "application/x-teapot":
         raise HandlerError("not a teapot payload", 418)
+    if kind == "application/x-where":  # paths of the model and of the run directory
+        raise ValueError(f"in {__file__}, with {tinypkg.__file__}")
     if kind == "text/plain":
         numbers = [float(v) for v in data.read().decode().split()]
         return json.dumps({"instances": numbers})
@@ -36,6 +38,10 @@ def input_handler(data, context):
 
 
 def output_handler(response, context):
+    if context.request_content_type == "application/x-pass-through":  # as user-code.md shows
+        return response.content, context.accept_header
+    if context.request_content_type == "application/x-raise-for-status":
+        response.raise_for_status()  # its message names the URL it asked
     if context.accept_header == "application/x-context":
         fields = {k: v for k, v in context._asdict().items() if k != "channel"}
         fields["has_channel"] = context.channel is not None
@@ -147,6 +153,23 @@ def test_model_server_error_reaches_the_output_handler(classic):
     reply = post(classic, '{"instances": ["x"]}')
     assert reply.status_code == 500
     assert "not of expected type" in reply.json()["error"]
+
+
+def test_no_answer_names_an_internal_address_or_path(classic):
+    """A handler's `raise_for_status()` names the model server's URL, an exception the model
+    directory's and the run directory's files: the answer says "the model server" and the
+    model-relative path; the log keeps them whole."""
+    failed = post(classic, '{"instances": ["x"]}', "application/x-raise-for-status")
+    assert failed.status_code == 500
+    message = failed.json()["error"]
+    assert message.startswith("HTTPError: 400 Client Error: Bad Request for url: ")
+    assert message.endswith("the model server") and "127.0.0.1" not in message
+    where = post(classic, "1", "application/x-where").json()["error"]
+    root = str(classic.run_dir.parent)
+    assert root not in where, where
+    assert where.startswith("ValueError: in code/inference.py, with <run dir>/"), where
+    logged(classic, f"{root}/model/code/inference.py")
+    assert f"{root}/model/code/inference.py" in classic.log()
 
 
 def test_options_on_invocations_is_405_json_allowing_post(classic):

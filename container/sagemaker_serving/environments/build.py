@@ -175,9 +175,13 @@ def _install(
         )
     if result.returncode != 0:
         log.error("pip install -r %s failed:\n%s", requirements, result.stdout + result.stderr)
-        raise UserCodeError(
-            f"pip install -r code/{REQUIREMENTS_FILE} failed:\n{pip_message(result)}"
-        )
+        # pip names files by their absolute paths: the code's own relative to the model,
+        # the environment's by what they are (no answer names an internal folder)
+        said = pip_message(result)
+        for path, name in ((site_packages, "site-packages"), (env_dir, "environment")):
+            said = said.replace(str(path), name)
+        said = said.replace(f"{code_dir.absolute()}/", "code/")
+        raise UserCodeError(f"pip install -r code/{REQUIREMENTS_FILE} failed:\n{said}")
     installed = sorted(
         f"{d.metadata['Name']}=={d.version}"
         for d in importlib.metadata.distributions(path=[str(site_packages)])
@@ -260,7 +264,11 @@ def environment_key(code_dir: Path) -> str:
     wheelhouse = code_dir / WHEELHOUSE_DIR
     if wheelhouse.is_dir():
         for wheel in sorted(wheelhouse.iterdir()):
-            digest.update(f"{wheel.name}:{wheel.stat().st_size}".encode())
+            try:
+                size = wheel.stat().st_size
+            except OSError:  # a link that leads nowhere or loops: pip says so if it needs it
+                size = -1
+            digest.update(f"{wheel.name}:{size}".encode())
     return digest.hexdigest()[:24]
 
 

@@ -43,12 +43,13 @@ INVOKE_SUFFIX = "/invoke"
 MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
 
 
-def _public(exc: MultiModelError, root: Path) -> MultiModelError:
-    """The error as a client may see it (the app's error answer writes it): paths under the
-    model directory relative to it (a client names models by url, and needs no internal
-    paths), at most MAX_ERROR_CHARS."""
-    message = exc.message.replace(f"{root}/", "").replace(str(root), ".")
-    return MultiModelError(brief(message, MAX_ERROR_CHARS), exc.status)
+def _public(exc: MultiModelError, *sent: str | None) -> MultiModelError:
+    """The error as the app's error answer writes it: at most MAX_ERROR_CHARS, and what the
+    client `sent` (a url, a name) quoted as sent, as the AWS container does (`Could not find
+    valid base path /opt/ml/models/x for servable x`); other paths are made model-relative by
+    the one error writer (errors.public_text)."""
+    quoted = [text for text in sent if text]
+    return MultiModelError(brief(exc.message, MAX_ERROR_CHARS), exc.status, quoted)
 
 
 def _ok(resp: Response, doc: dict) -> None:
@@ -68,26 +69,26 @@ class ModelsResource:
         self.code = code
 
     async def on_get(self, req: Request, resp: Response) -> None:
+        token = req.get_param("next_page_token")
         try:
             limit = _limit(req.get_param("limit"))
-            models, next_token = await asyncio.to_thread(
-                self.manager.page, limit, req.get_param("next_page_token")
-            )
+            models, next_token = await asyncio.to_thread(self.manager.page, limit, token)
         except MultiModelError as exc:
-            raise _public(exc, self.manager.model_root) from None
+            raise _public(exc, token) from None
         doc: dict = {"models": [_description(m) for m in models]}
         if next_token is not None:
             doc["nextPageToken"] = next_token
         _ok(resp, doc)
 
     async def on_post(self, req: Request, resp: Response) -> None:
+        name = url = ""
         try:
             name, url = _load_request(req, await req.stream.read())
             model = await asyncio.to_thread(
                 self.manager.load, name, url, self.code.prepare, self.code.release
             )
         except MultiModelError as exc:
-            raise _public(exc, self.manager.model_root) from None
+            raise _public(exc, url, name) from None
         ports = self.manager.client
         rest = ", ".join(map(str, ports.rest_ports))
         grpc = ", ".join(map(str, ports.grpc_ports))
@@ -127,7 +128,7 @@ class ModelSink:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
-            raise _public(exc, self.manager.model_root) from None
+            raise _public(exc, name) from None
 
     def _unload(self, name: str) -> None:
         self.manager.unload(name, self.code.release)

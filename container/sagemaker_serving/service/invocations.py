@@ -105,7 +105,8 @@ class Invocations:
             status = 200
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
             status, message = status_and_message(exc, "handler failed")
-            write_error(resp, status, _named(message, model_name, label), request_id)
+            quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
+            write_error(resp, status, _named(message, model_name, label), request_id, quoted)
         finally:
             self.metrics.request("/invocations", status, model, time.monotonic() - started)
             REQUEST_ID.reset(request_token)
