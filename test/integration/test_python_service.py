@@ -59,7 +59,7 @@ import json
 
 def handler(data, context):
     body = json.loads(data.read())
-    return json.dumps({"echo": body, "model": context.model_name})
+    return json.dumps({"echo": body, "model": context.model_name}), None
 """
 
 
@@ -153,6 +153,22 @@ def test_model_server_error_reaches_the_output_handler(classic):
     reply = post(classic, '{"instances": ["x"]}')
     assert reply.status_code == 500
     assert "not of expected type" in reply.json()["error"]
+
+
+def test_a_pass_through_output_handler_keeps_the_model_servers_error_status(classic):
+    """`return response.content, context.accept_header` with `Accept: */*` (curl's): a wrong
+    type is TF Serving's 400, an unknown model its 404, as on the fast path; a good request
+    200; the content type is what the body is, never `*/*`."""
+    pass_through = {"content_type": "application/x-pass-through", "accept": "*/*"}
+    cases = [
+        ('{"instances": [1.0, 2.0]}', {}, 200, "predictions"),
+        ('{"instances": ["x"]}', {}, 400, "error"),
+        ('{"instances": [1.0]}', {CA: "tfs-model-name=nope"}, 404, "error"),
+    ]
+    for body, headers, status, key in cases:
+        reply = post(classic, body, **pass_through, **headers)
+        assert (reply.status_code, reply.headers["Content-Type"]) == (status, "application/json")
+        assert key in reply.json(), reply.text
 
 
 def test_no_answer_names_an_internal_address_or_path(classic):

@@ -80,6 +80,8 @@ def output_handler(response, context):
         return {"predictions": response.json()["predictions"]}
     if context.custom_attributes == "answer=int":
         return 42
+    if context.custom_attributes == "answer=str":  # a bare body: no content type
+        return "3.5"
     return response.content, "application/json"
 """
 
@@ -105,6 +107,12 @@ def test_a_handler_that_returns_the_wrong_type_is_a_500_that_says_so(tmp_path, p
             "answer=int",
             "output_handler (inference.py, line 10) "
             "returned int 42; expected a (body, content_type) pair",
+        ),
+        (
+            b'{"instances": [1.0]}',
+            "answer=str",
+            "output_handler (inference.py, line 10) "
+            "returned str '3.5'; expected a (body, content_type) pair",
         ),
     ]
     with serve_stack(models, tmp_path) as server:

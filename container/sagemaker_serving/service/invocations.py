@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
+import falcon
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.body_formats import DEFAULT_TYPE
@@ -94,15 +95,16 @@ class Invocations:
             # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
             # proxy timeout; its thread (or the event loop) is never interrupted.
             with self.formats.active():  # handlers may call default_input/output_handler
-                body, content_type = await chain.run(handlers, data, context, self)
+                answer = await chain.run(handlers, data, context, self)
             if time.monotonic() > deadline + 0.5:
                 raise StatusError(
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
                     504,
                 )
-            resp.data = body
-            resp.content_type = content_type
-            status = 200
+            resp.data = answer.body
+            resp.content_type = answer.content_type
+            status = answer.status
+            resp.status = falcon.code_to_http_status(status)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
             status, message = status_and_message(exc, "handler failed")
             quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
