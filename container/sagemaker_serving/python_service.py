@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import stat
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ import falcon.asgi
 from falcon.asgi import Request, Response
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
+from gunicorn.errors import HaltServer
 
 from process_utils import no_dump
 from sagemaker_serving.config import log_setup
@@ -246,15 +249,33 @@ class ServiceApplication(BaseApplication):
 
     def load(self):
         """In each worker: the app, and this process's one ServiceMetrics. A worker that
-        cannot import the user's handlers leaves the reason for serve's last line."""
+        cannot import the user's handlers leaves the reason for serve's last line and ends
+        (gunicorn then stops: a worker failed to boot); the first one to fail logs the
+        import's traceback, none gunicorn's own."""
         self.metrics = ServiceMetrics()
         try:
             app = create_app(self.config_obj, self.metrics)
         except UserCodeError as exc:
-            if self.config_obj.error_file:
-                Path(self.config_obj.error_file).write_text(str(exc))
-            raise
+            if _first_to_say(self.config_obj.error_file, str(exc)):
+                cause = exc.__cause__
+                log.error(
+                    "%s", exc, exc_info=(type(cause), cause, cause.__traceback__) if cause else None
+                )
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
         return guarded(app, self.token)
+
+
+def _first_to_say(path: str, message: str) -> bool:
+    """Write `message` to `path` unless another worker did first (True: this one did)."""
+    if not path:
+        return True
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as out:
+        out.write(message)
+    return True
 
 
 def front_metrics_hook(fd: int | None, token: str):
@@ -313,7 +334,10 @@ def main(argv: list[str] | None = None) -> None:
         "when_ready": when_ready,
         "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
     }
-    ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+    try:
+        ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+    except HaltServer as exc:  # gunicorn raises it again when two workers failed to boot
+        sys.exit(exc.exit_status)
 
 
 if __name__ == "__main__":

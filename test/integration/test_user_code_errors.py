@@ -64,6 +64,9 @@ def test_code_that_cannot_run_stops_serve_saying_where_and_why(tmp_path, place, 
     line = last_line(result.stderr)
     assert "cannot start:" in line and expected in line, result.stderr[-3000:]
     assert "inference.py" in line
+    # said once, with the user's traceback at most once (not gunicorn's, once per worker)
+    assert result.stderr.count("cannot start:") == 1, result.stderr
+    assert result.stderr.count("Traceback (most recent call last)") <= 1, result.stderr
 
 
 WRONG_TYPES = """
