@@ -335,7 +335,7 @@ def start_relay(stack: Stack) -> FrontLogRelay:
         retire_seconds=NGINX_DRAIN_SECONDS + 5.0,
     ).start()
     log.info(
-        "requests nginx answers: logged to %s, counted by the Python service (udp port %d)",
+        "every request: logged by nginx to %s, counted by the Python service (udp port %d)",
         stack.nginx_conf.front_log,
         stack.service.metrics_port,
     )

@@ -23,7 +23,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import make_wheel, serve_stack, tiny_wheel
+from conftest import make_wheel, serve_stack, settled_counts, tiny_wheel
 from raw_http import chunked_post, padded_tfs_request, split_reply
 from raw_http import raw as raw_exchange
 
@@ -190,6 +190,31 @@ def test_load_errors_name_no_internal_path_and_keep_the_url_as_sent(mme, model_r
         assert reply.status_code == 400 and said in reply.json()["error"], reply.text
         assert str(model_root) not in reply.text and str(mme.run_dir) not in reply.text
         assert name not in listed(mme)
+
+
+def test_metrics_count_the_api_and_its_errors_once(mme, model_root):
+    """Every answer of the multi-model API, its 4xx too, counted once by route, status and the
+    model the request names."""
+    name = "counted model"
+    keys = {
+        ("/models", 200, ""): 1,  # the load
+        ("/models", 409, ""): 1,
+        ("/models", 404, "counted-nope"): 1,
+        ("/models", 200, name): 1,  # the unload
+        ("/invocations", 200, name): 2,
+        ("/invocations", 404, "counted-nope"): 1,
+        ("/invocations", 400, ""): 1,
+    }
+    before = settled_counts(mme.url, list(keys))
+    assert load(mme, name, str(model_root / "m2")).status_code == 200
+    assert load(mme, name, str(model_root / "m2")).status_code == 409
+    assert requests.get(f"{mme.url}{path('counted-nope')}", timeout=10).status_code == 404
+    assert [invoke(mme, name).status_code for _ in range(2)] == [200, 200]
+    assert invoke(mme, "counted-nope").status_code == 404
+    assert requests.post(f"{mme.url}/invocations", data="{}", timeout=10).status_code == 400
+    assert unload(mme, name).status_code == 200
+    expected = [b + n for b, n in zip(before, keys.values(), strict=True)]
+    assert settled_counts(mme.url, list(keys)) == expected
 
 
 @pytest.mark.parametrize("name", ["a/b/c", "..a", "über model", "x" * 300, "a%2Fb", "m.tar.gz"])

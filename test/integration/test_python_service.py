@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from conftest import serve_stack, tiny_wheel
+from conftest import request_count, serve_stack, settled_counts, tiny_wheel
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -25,6 +25,7 @@ def input_handler(data, context):
     kind = context.request_content_type
     if kind == "application/x-sleep":
         time.sleep(6)
+        print(f"slept through request {context.request_id}", flush=True)
     if kind == "application/x-fail":
         raise ValueError("this handler failed on purpose")
     if kind == "application/x-teapot":
@@ -208,6 +209,21 @@ def test_a_handler_past_the_deadline_gets_504_and_the_worker_lives(classic):
     # the same workers keep answering at once (none was killed and restarted)
     assert post(classic, '{"instances": [1.0]}').status_code == 200
     assert "WORKER TIMEOUT" not in classic.log()
+
+
+def test_a_504_is_counted_once_when_it_is_answered(classic):
+    """nginx answers 504 at its timeout (4 s) while the handler sleeps on (6 s): counted
+    then, before the handler ends, and not again when it does."""
+    key = ("/invocations", 504, "half_plus_three")
+    [before] = settled_counts(classic.url, [key])  # earlier tests' counts have arrived
+    started = time.monotonic()
+    reply = post(classic, "1", "application/x-sleep")
+    assert reply.status_code == 504, reply.text
+    while request_count(classic.url, *key) != before + 1:
+        assert time.monotonic() < started + 5.5, "not counted before the handler ended"
+        time.sleep(0.05)
+    logged(classic, f"slept through request {reply.headers['X-Request-Id']}")
+    assert settled_counts(classic.url, [key]) == [before + 1]
 
 
 def test_ping_and_metrics(classic):

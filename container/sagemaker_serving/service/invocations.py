@@ -75,13 +75,12 @@ class Invocations:
         label: str | None = None,
     ) -> None:
         """One request through `handlers`; `model_name` fixes the model (multi-model invoke,
-        where `label` names it in metrics), else the routing header or the default decides."""
-        started = time.monotonic()
+        where `label` is the client's name of it), else the routing header or the default
+        decides."""
         request_id = req.get_header("X-Request-Id") or uuid.uuid4().hex
         resp.set_header("X-Request-Id", request_id)
         request_token = REQUEST_ID.set(request_id)  # on every log line of this request
-        deadline = started + self.config.request_timeout_seconds
-        model, status = label or model_name or self.config.default_model, 500
+        deadline = time.monotonic() + self.config.request_timeout_seconds
         try:
             route = parse_route(
                 req.get_header(ATTRIBUTES_HEADER),
@@ -89,7 +88,6 @@ class Invocations:
             )
             if model_name is not None:
                 route = replace(route, model=model_name, model_given=model_name)
-            model = label or route.model
             context = self._context(req, route, request_id, deadline)
             data = io.BytesIO(await req.stream.read())
             # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
@@ -103,14 +101,12 @@ class Invocations:
                 )
             resp.data = answer.body
             resp.content_type = answer.content_type
-            status = answer.status
-            resp.status = falcon.code_to_http_status(status)
+            resp.status = falcon.code_to_http_status(answer.status)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
             status, message = status_and_message(exc, "handler failed")
             quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
             write_error(resp, status, _named(message, model_name, label), request_id, quoted)
-        finally:
-            self.metrics.request("/invocations", status, model, time.monotonic() - started)
+        finally:  # counted by nginx when it sends the answer (front_metrics.py)
             REQUEST_ID.reset(request_token)
 
     def _context(self, req: Request, route: Route, request_id: str, deadline: float):

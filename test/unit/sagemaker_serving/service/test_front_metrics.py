@@ -112,6 +112,10 @@ def test_parse_checks_every_field():
         "/invocations", 404, "a b c", 0.5
     )
     assert parse_request(b"/anything 200 m 0.1").route == "other"  # type: ignore[union-attr]
+    # tfs.js's requestModel percent-encodes the name a request gives (opaque on multi-model)
+    assert parse_request(b"/models 409 %C3%BCber%20model%2Fx 0.2") == FrontRequest(
+        "/models", 409, "\u00fcber model/x", 0.2
+    )
     for bad in (b"/ping 200 0.1", b"/ping x m 0.1", b"/ping 999 m 0.1", b"/ping 200 m nan"):
         assert parse_request(bad) is None
 
