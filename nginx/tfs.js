@@ -24,6 +24,8 @@ var VERSION_RE = new RegExp(RULES.modelVersionPattern);
 var MAX_ECHO = RULES.maxEcho;  // characters of a client's header echoed in an error message
 var ATTRIBUTES = RULES.attributesHeader;
 var ATTRIBUTES_LOWER = ATTRIBUTES.toLowerCase();
+var MODELS_PREFIX = '/models/';  // the multi-model API's per-model paths (multimodel/api.py)
+var INVOKE_SUFFIX = '/invoke';
 
 // Lookup tables without a prototype: `constructor` or `__proto__` are not entries.
 function table(entries) {
@@ -133,6 +135,32 @@ function routing(r) {
         }
     }
     return route;
+}
+
+// The model a request names, for the model label of /metrics (nginx.conf.template's request
+// log, written when the answer is sent, whoever made it): a multi-model request's name from
+// its URI, an invocation's routed model (its attributes, else the default model), percent-
+// encoded (front_metrics.py decodes it); '' for any other request or a bad routing header.
+function requestModel(r) {
+    var uri = r.variables.request_uri.split('?')[0];
+    var name;
+    if (uri.slice(0, MODELS_PREFIX.length) === MODELS_PREFIX) {
+        name = uri.slice(MODELS_PREFIX.length);
+        name = name.slice(-INVOKE_SUFFIX.length) === INVOKE_SUFFIX
+            ? name.slice(0, -INVOKE_SUFFIX.length) : name;
+        try {
+            name = decodeURIComponent(name);
+        } catch (e) {
+            // not valid percent-encoding: counted under the name as sent
+        }
+    } else if (uri === '/invocations') {
+        try {
+            name = routing(r).model;
+        } catch (e) {
+            return '';  // a 400 for its attributes
+        }
+    }
+    return name ? encodeURIComponent(name) : '';
 }
 
 // '1' when X-Amzn-SageMaker-Custom-Attributes came more than once: nginx.conf refuses such a
@@ -754,7 +782,6 @@ async function invocations(r) {
             return;
         }
         var route = routing(r);
-        r.variables.tfs_model = route.model;  // for /metrics (nginx.conf.template)
         var body = requestBody(r, route, contentType);
         if (body === null) {
             handOver(r);
@@ -873,4 +900,4 @@ function executionParameters(r) {
     r.return(200, r.variables.tfs_execution_parameters + '\n');
 }
 
-export default {invocations, ping, executionParameters, repeatedAttributes};
+export default {invocations, ping, executionParameters, repeatedAttributes, requestModel};

@@ -23,12 +23,12 @@ CPU_DEPENDENT = {
 
 def usage_lines() -> list[tuple[str, str, str, str]]:
     """(name, default, type, meaning) of each flag, from `python -m tfs_model_server --help`
-    (which exits 255, as tensorflow_model_server's does)."""
+    (which exits 0)."""
     done = subprocess.run(
         [sys.executable, "-m", "tfs_model_server", "--help"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
-    if done.returncode != 255 or not done.stdout.startswith("usage:"):
+    if done.returncode != 0 or not done.stdout.startswith("usage:"):
         raise SystemExit(f"tfs-model-server --help: exit {done.returncode}\n{done.stderr}")
     rows = []
     for line in done.stdout.splitlines()[2:]:

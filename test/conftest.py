@@ -261,3 +261,36 @@ def s3_url(tmp_path_factory) -> Iterator[str]:
     finally:
         terminate(proc, 10)
         log.close()
+
+
+# ----- /metrics of a running stack ------------------------------------------------------------
+
+
+def request_count(url: str, route: str, status: int, model: str) -> float:
+    """sagemaker_requests_total of the stack at `url` for one route, status and model."""
+    import re
+
+    text = requests.get(f"{url}/metrics", timeout=10).text
+    pattern = (
+        r'sagemaker_requests_total\{model="' + re.escape(model) + r'",route="' + re.escape(route)
+        + r'",status="' + str(status) + r'"\} (\S+)'
+    )  # fmt: skip
+    match = re.search(pattern, text)
+    return float(match.group(1)) if match else 0.0
+
+
+def settled_counts(url: str, keys, seconds: float = 10.0) -> list[float]:
+    """The counts of `keys` ((route, status, model)) once two reads a flush interval apart
+    agree: each worker moves its figures into /metrics within FLUSH_SECONDS (metrics.py), so
+    a request just answered may not be counted yet."""
+    from sagemaker_serving.service.metrics import FLUSH_SECONDS
+
+    deadline = time.monotonic() + seconds
+    counts = [request_count(url, *key) for key in keys]
+    while time.monotonic() < deadline:
+        time.sleep(2 * FLUSH_SECONDS)
+        again = [request_count(url, *key) for key in keys]
+        if again == counts:
+            return counts
+        counts = again
+    raise AssertionError(f"the counts did not settle within {seconds} s: {counts}")

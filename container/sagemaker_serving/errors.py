@@ -8,11 +8,21 @@ one too. `error_body` writes every JSON error body the service answers,
 (nginx/nginx.conf.template, tfs.js's sendError). service/error_answers.py maps exceptions to
 it on falcon's side.
 
+No answer names an internal address or path (`public_text`, applied by `error_body`): a
+loopback URL (the model server's, in a handler's `raise_for_status()`) becomes "the model
+server", and the folders this process hides (`hide_paths`: the model directory, the run
+directory) become model-relative paths or a placeholder. What the client sent and the message
+quotes (`StatusError.quoted`: a multi-model load's url and name) is kept as sent. The layers
+build their messages without such paths in the first place; this is the safety net.
+
 Standard library only at import: handler processes import it (through HandlerError) under
 the user's interpreter.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
 
 MAX_MESSAGE_CHARS = 4096  # an error message is brief: what is wrong, not a dump
 
@@ -20,10 +30,11 @@ MAX_MESSAGE_CHARS = 4096  # an error message is brief: what is wrong, not a dump
 class StatusError(Exception):
     """An answer other than 200: `status` and `message` for the JSON body."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, quoted: Iterable[str] = ()) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.quoted = tuple(quoted)  # what the client sent, quoted in `message`: kept as sent
 
     @property
     def http_status(self) -> int:
@@ -37,8 +48,49 @@ def brief(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return message[:limit] + "..." if len(message) > limit else message
 
 
-def error_body(message: str, request_id: str) -> bytes:
-    """The JSON body of an error answer (the message kept brief), one line."""
+MODEL_SERVER = "the model server"
+# a loopback address with its port (the model servers' and the service's own hops), with its
+# scheme and path when it is a URL: `http://127.0.0.1:8501/v1/models/m:predict`,
+# `ipv4:127.0.0.1:9000`, `localhost:8500`
+_LOOPBACK = re.compile(
+    r"(?:\b[a-z][a-z0-9+.-]*://)?(?<![\w.-])"
+    r"(?:127(?:\.\d{1,3}){3}|localhost|\[::1\]|0\.0\.0\.0):\d{1,5}"
+    r"(?:/[^\s'\"<>]*)?",
+    re.IGNORECASE,
+)
+_hidden: list[tuple[re.Pattern[str], str]] = []  # hide_paths: (a folder, what answers say)
+
+
+def hide_paths(paths: Mapping[str, str]) -> None:
+    """The folders this process's answers never name: each absolute path -> what is said
+    instead ("" for the model directory: paths under it become model-relative)."""
+    _hidden.clear()
+    for path in sorted((p.rstrip("/") for p in paths if p.strip("/")), key=len, reverse=True):
+        # the folder itself or under it, never a longer name that starts the same way
+        _hidden.append((re.compile(re.escape(path) + r"(?:/|(?![\w.-]))"), paths[path]))
+
+
+def _scrub(text: str) -> str:
+    text = _LOOPBACK.sub(MODEL_SERVER, text)
+    for pattern, instead in _hidden:
+        under, itself = (f"{instead}/", instead) if instead else ("", ".")
+        text = pattern.sub(lambda m: under if m.group().endswith("/") else itself, text)  # noqa: B023
+    return text
+
+
+def public_text(message: str, quoted: Iterable[str] = ()) -> str:
+    """`message` without internal addresses or paths; the `quoted` parts (the client's own
+    words) as they are."""
+    kept = sorted({q for q in quoted if q}, key=len, reverse=True)
+    if not kept:
+        return _scrub(message)
+    parts = re.split("(" + "|".join(map(re.escape, kept)) + ")", message)
+    return "".join(part if i % 2 else _scrub(part) for i, part in enumerate(parts))
+
+
+def error_body(message: str, request_id: str, quoted: Iterable[str] = ()) -> bytes:
+    """The JSON body of an error answer (the message public and brief), one line."""
     import orjson  # the service's: only the service writes error bodies
 
-    return orjson.dumps({"error": brief(message), "request_id": request_id}) + b"\n"
+    text = brief(public_text(message, quoted))
+    return orjson.dumps({"error": text, "request_id": request_id}) + b"\n"

@@ -16,7 +16,9 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import os
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,8 @@ import falcon.asgi
 from falcon.asgi import Request, Response
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
+from gunicorn.arbiter import Arbiter
+from gunicorn.errors import HaltServer
 
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER, read_token
@@ -35,7 +39,7 @@ from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.environments.remote import HandlerPool
-from sagemaker_serving.errors import StatusError, error_body
+from sagemaker_serving.errors import StatusError, error_body, hide_paths
 from sagemaker_serving.multimodel.api import add_routes as add_multi_model_routes
 from sagemaker_serving.service.error_answers import add_error_answers
 from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
@@ -121,10 +125,31 @@ class NoOptions:
             raise falcon.HTTPMethodNotAllowed(allowed_methods(resource))
 
 
+RUN_DIR_PLACEHOLDER = "<run dir>"
+HANDLER_PROCESSES_PLACEHOLDER = "<handler processes>"
+
+
+def internal_paths(config: ServiceConfig) -> dict[str, str]:
+    """The folders no answer names (errors.hide_paths), and what it says instead: paths
+    under the model directory become model-relative, the run directory (environments,
+    venvs) and the handler processes' folder placeholders."""
+    paths = {}
+    if config.run_dir:
+        paths[config.run_dir] = RUN_DIR_PLACEHOLDER
+    if config.handler_pool:
+        paths[config.handler_pool] = HANDLER_PROCESSES_PLACEHOLDER
+    if config.model_root:
+        paths[config.model_root] = ""
+    if config.code_dir and not config.multi_model:  # the model directory as serve was given it
+        paths.setdefault(str(Path(config.code_dir).absolute().parent), "")
+    return paths
+
+
 def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> falcon.asgi.App:
     """The falcon app; imports the user's handlers (a failure stops the worker). `metrics`:
     this process's ServiceMetrics (one per process: two would overwrite each other's values
     in the multiprocess files)."""
+    hide_paths(internal_paths(config))
     handlers = Handlers() if config.multi_model else endpoint_handlers(config)
     log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = metrics or ServiceMetrics()
@@ -223,7 +248,9 @@ class ServiceApplication(BaseApplication):
 
     def load(self):
         """In each worker: the app, and this process's one ServiceMetrics. A worker that
-        cannot import the user's handlers leaves the reason for serve's last line."""
+        cannot import the user's handlers leaves the reason for serve's last line and ends
+        (gunicorn then stops: a worker failed to boot); the first one to fail logs the
+        import's traceback, none gunicorn's own."""
         self.metrics = ServiceMetrics()
         bound = str(self.options["bind"]).removeprefix("unix:")
         # a child the user's code forks closes nginx's connections: it never answers one
@@ -231,10 +258,26 @@ class ServiceApplication(BaseApplication):
         try:
             app = create_app(self.config_obj, self.metrics)
         except UserCodeError as exc:
-            if self.config_obj.error_file:
-                Path(self.config_obj.error_file).write_text(str(exc))
-            raise
+            if _first_to_say(self.config_obj.error_file, str(exc)):
+                cause = exc.__cause__
+                log.error(
+                    "%s", exc, exc_info=(type(cause), cause, cause.__traceback__) if cause else None
+                )
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
         return guarded(app, self.token)
+
+
+def _first_to_say(path: str, message: str) -> bool:
+    """Write `message` to `path` unless another worker did first (True: this one did)."""
+    if not path:
+        return True
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as out:
+        out.write(message)
+    return True
 
 
 def front_metrics_hook(fd: int | None, token: str):
@@ -279,7 +322,10 @@ def main(argv: list[str] | None = None) -> None:
         "control_socket_disable": True,
         "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
     }
-    ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+    try:
+        ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+    except HaltServer as exc:  # gunicorn raises it again when two workers failed to boot
+        sys.exit(exc.exit_status)
 
 
 if __name__ == "__main__":

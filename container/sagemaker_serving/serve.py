@@ -33,7 +33,7 @@ from sagemaker_serving.config.model_discovery import (
     discover_models,
 )
 from sagemaker_serving.config.ports import allocate_model_server_ports
-from sagemaker_serving.config.settings import Settings, SettingsError
+from sagemaker_serving.config.settings import VARIABLES, Settings, SettingsError
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.launcher import run_directory
@@ -123,9 +123,31 @@ class Stack:
         return [self.nginx, self.service.child, *handlers, *self.model_servers]
 
 
+DESCRIPTION = f"""\
+Serve TensorFlow SavedModels the SageMaker way: nginx listens on port 8080
+(SAGEMAKER_BIND_TO_PORT) for GET /ping, POST /invocations and, on a multi-model endpoint
+(SAGEMAKER_MULTI_MODEL=true), the /models API, in front of the TensorFlow model servers and
+the Python service that runs code/inference.py. Ctrl-C or SIGTERM stops it within
+{SHUTDOWN_BUDGET_SECONDS:.0f} s."""
+DOCS = """\
+docs: docs/getting-started.md, docs/settings.md (every setting) and docs/operations.md of
+this project (README.md lists every page)"""
+
+
+def settings_help() -> str:
+    """The environment variables serve reads, each with its default (from the settings'
+    declarations: the same as docs/settings.md's table)."""
+    width = max(len(v.name) for v in VARIABLES)
+    lines = [f"  {v.name:<{width}}  {v.default_text.replace('`', '')}" for v in VARIABLES]
+    return "settings (environment variables, read once at start; default):\n" + "\n".join(lines)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = ArgumentParser(
-        prog="serve", description="Serve TensorFlow SavedModels the SageMaker way."
+        prog="serve",
+        description=DESCRIPTION,
+        epilog=f"{settings_help()}\n\n{DOCS}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "command", nargs="?", default="serve", choices=["serve"], help=argparse.SUPPRESS
@@ -330,7 +352,7 @@ def start_relay(stack: Stack) -> FrontLogRelay:
         retire_seconds=NGINX_DRAIN_SECONDS + 5.0,
     ).start()
     log.info(
-        "requests nginx answers: logged to %s, counted by the Python service (udp port %d)",
+        "every request: logged by nginx to %s, counted by the Python service (udp port %d)",
         stack.nginx_conf.front_log,
         stack.service.metrics_port,
     )

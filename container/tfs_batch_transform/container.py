@@ -30,7 +30,9 @@ def serve_command() -> str:
 class LocalContainer:
     """`serve --model-dir DIR` on a free loopback port; a context manager that waits for /ping
     (up to `startup_timeout` s) on entry and stops the container (SIGTERM, then SIGKILL) on
-    exit, also on errors and Ctrl-C."""
+    exit, also on errors and Ctrl-C. Its folder (a temporary one unless `run_dir` is given) is
+    removed then, but for its log when `keep_log` is set (a job that failed, a container that
+    did not start: the log whose path was printed at the start stays)."""
 
     def __init__(
         self,
@@ -45,6 +47,7 @@ class LocalContainer:
         self._own_run_dir = run_dir is None
         self.run_dir = Path(run_dir or tempfile.mkdtemp(prefix="tfs-batch-transform-"))
         self.log_path = self.run_dir / "serve.log"
+        self.keep_log = False
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
@@ -82,6 +85,7 @@ class LocalContainer:
             Endpoint(self.url).wait_healthy(self.startup_timeout, alive=self.alive)
         except BaseException as err:
             tail = self.log_tail()
+            self.keep_log = isinstance(err, Exception)  # it failed: its log stays (not Ctrl-C)
             self.stop()
             if isinstance(err, Exception):
                 raise RuntimeError(f"{err}; container log tail:\n{tail}") from err
@@ -100,7 +104,10 @@ class LocalContainer:
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after STOP_TIMEOUT s; the exit code."""
         code = None if self.proc is None else terminate(self.proc, STOP_TIMEOUT)
-        if self._own_run_dir:
+        if self.keep_log and self.log_path.exists():
+            shutil.rmtree(self.run_dir / "serve", ignore_errors=True)
+            log.info("the container's log is kept: %s", self.log_path)
+        elif self._own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         return code
 

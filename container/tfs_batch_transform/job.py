@@ -403,6 +403,7 @@ def run_job(config: JobConfig, progress: Progress | None = None) -> JobSummary:
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         urls = list(config.endpoints)
+        container = None
         if config.model_dir is not None:
             container = LocalContainer(
                 Path(config.model_dir), _container_env(config), config.startup_timeout
@@ -421,7 +422,10 @@ def run_job(config: JobConfig, progress: Progress | None = None) -> JobSummary:
         )
         log.info("parameters: %s", _describe(params))
         inputs = Inputs(source, objects, sink)
-        return _transform(config, processing, params, endpoints, progress, inputs, startup)
+        summary = _transform(config, processing, params, endpoints, progress, inputs, startup)
+        if container is not None and not summary.ok:
+            container.keep_log = True  # the log the job named at the start, for its failures
+        return summary
 
 
 @dataclass(frozen=True)

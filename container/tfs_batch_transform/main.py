@@ -1,7 +1,8 @@
 """`tfs-batch-transform`: a SageMaker Batch Transform job on this machine.
 
 Exit codes: 0 every input transformed, 1 some inputs failed (see the failure report),
-2 bad arguments, 3 the job could not run (container, input or output unavailable), 130 Ctrl-C.
+2 bad arguments, 3 the job could not run (container, input or output unavailable), 130 Ctrl-C,
+143 SIGTERM (both stop the job's container and remove its folder; --resume finishes the job).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +55,15 @@ EXAMPLES = """examples:
       --content-type text/csv --model-name my-model --print-sagemaker-request \\
       > job.json   # aws sagemaker create-transform-job --cli-input-json file://job.json
 """
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: the job stops as on Ctrl-C, unwinding (its container stopped, its folder
+    removed) instead of dying where it stands."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def _int_range(low: int, high: int | None) -> Callable[[str], int]:
@@ -254,14 +265,21 @@ def main(argv: list[str] | None = None) -> int:
         config.validate()
     except ConfigError as err:
         parser.error(f"argument {err.option}: {err.message}")
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         summary = run_job(config, make_progress(args.progress, args.progress_interval))
-    except KeyboardInterrupt:
-        log.error("interrupted; run again with --resume to finish the job")
-        return 130
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        log.error(
+            "%s; run again with --resume to finish the job",
+            "terminated" if terminated else "interrupted",
+        )
+        return 143 if terminated else 130
     except Exception as err:
         log.error("the job could not run: %s", err)
         return 3
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     _report(summary)
     if args.summary_json:
         args.summary_json.write_text(json.dumps(summary.to_dict(), indent=2) + "\n")

@@ -106,6 +106,11 @@ class LocalOutput:
         if path.exists() and not path.is_dir():
             raise NotADirectoryError(f"output {path} is not a directory")
         path.mkdir(parents=True, exist_ok=True)
+        # outputs get the mode any new file gets (0666 less the umask), as `>` would give
+        # them; read once, before the job's threads start (reading it means setting it)
+        umask = os.umask(0o077)
+        os.umask(umask)
+        self.mode = 0o666 & ~umask
 
     def existing(self) -> set[str]:
         return {
@@ -121,6 +126,7 @@ class LocalOutput:
             prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
         )
         try:
+            os.fchmod(fd, self.mode)  # mkstemp's file is 0600
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
                 out.flush()

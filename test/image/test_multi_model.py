@@ -58,7 +58,9 @@ def test_load_invoke_list_unload(mme):
     assert invoke(url, "two").json() == {"predictions": [2.5, 3.0]}
 
 
-def test_a_missing_model_is_a_json_4xx(mme):
+def test_a_missing_model_is_the_aws_containers_404_with_the_url_as_sent(mme):
     reply = load(mme.url, "absent")
-    assert 400 <= reply.status_code < 500, reply.text
-    assert "error" in reply.json()
+    assert reply.status_code == 404, reply.text
+    assert reply.json()["error"] == (
+        "Could not find valid base path /opt/ml/models/absent/model for servable absent"
+    )

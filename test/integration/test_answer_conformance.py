@@ -39,7 +39,6 @@ http {{
     js_path "{nginx_dir}";
     js_path "{tmp}";
     js_import tfs from tfs.js;
-    js_var $tfs_model;
     access_log off;
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;

@@ -8,8 +8,10 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -266,29 +268,70 @@ def test_killed_job_resumes_to_the_same_outputs(hp3, tmp_path):
     assert outputs(tmp_path / "out") == outputs(tmp_path / "ref")  # no partials, no duplicates
 
 
-def test_model_dir_starts_and_stops_the_container(tmp_path):
+def model_dir_job(tmp_path: Path, inputs: dict[str, str]) -> list[str]:
+    """The command of a job that starts its own container on half_plus_three, for CSV lines
+    `inputs` (name -> text)."""
     em.half_plus_three_tf1(tmp_path / "models" / "half_plus_three", versions=(1,))
     (tmp_path / "in").mkdir()
-    (tmp_path / "in" / "a.csv").write_text("1.0\n3.0\n")
-    cli = [
-        sys.executable,
-        "-m",
-        "tfs_batch_transform.main",
-        "--model-dir",
-        str(tmp_path / "models"),
-    ]
-    cli += ["--input", str(tmp_path / "in" / "a.csv"), "--output", str(tmp_path / "out")]
+    for name, text in inputs.items():
+        (tmp_path / "in" / name).write_text(text)
+    cli = [sys.executable, "-m", "tfs_batch_transform.main"]
+    cli += ["--model-dir", str(tmp_path / "models")]
+    cli += ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out")]
     cli += ["--content-type", "text/csv", "--accept", "text/csv", "--split-type", "Line"]
     cli += ["--assemble-with", "Line", "--summary-json", str(tmp_path / "s.json"), "--progress=log"]
-    result = subprocess.run(cli, capture_output=True, timeout=180)
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    return cli
+
+
+def printed_log(output: str) -> Path | None:
+    """The container's log the job names when it starts the container."""
+    found = re.search(r"\(log: (\S+)\)", output)
+    return Path(found.group(1)) if found else None
+
+
+def test_model_dir_starts_and_stops_the_container(tmp_path):
+    """The container is started for the job and stopped; outputs get the umask's mode (0644
+    under 022), as any new file; a job with a failed input keeps the container's log it named
+    at the start (and nothing else of its temporary folder)."""
+    cli = model_dir_job(tmp_path, {"a.csv": "1.0\n3.0\n", "bad.csv": "1.0\nnope\n"})
+    umask = lambda: os.umask(0o022)  # noqa: E731
+    result = subprocess.run(cli, capture_output=True, text=True, timeout=180, preexec_fn=umask)
+    assert result.returncode == 1, result.stderr[-3000:]  # bad.csv failed
     assert (tmp_path / "out" / "a.csv.out").read_text() == "3.5\n4.5\n"
+    assert stat.S_IMODE((tmp_path / "out" / "a.csv.out").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "out" / FAILURE_REPORT).stat().st_mode) == 0o644
     summary = json.loads((tmp_path / "s.json").read_text())
     url = summary["parameters"]["endpoints"][0]
     assert summary["parameters"]["sources"]["BatchStrategy"] == "execution-parameters"
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{url}/ping", timeout=2)  # stopped
-    assert b"progress" in result.stderr or b"done:" in result.stderr
+    assert "progress" in result.stderr or "done:" in result.stderr
+    kept = printed_log(result.stderr)
+    assert kept is not None, result.stderr[-3000:]
+    assert "ready" in kept.read_text()  # the container's log, with its start-up
+    assert [p.name for p in kept.parent.iterdir()] == [kept.name]  # its run dir is gone
+    shutil.rmtree(kept.parent)
+
+
+def test_sigterm_stops_the_container_and_removes_its_folder(tmp_path):
+    """SIGTERM (as an orchestrator stops a job) unwinds as Ctrl-C does: the container
+    stopped, its temporary folder removed, exit 143."""
+    cli = model_dir_job(tmp_path, {"a.csv": "1.0\n"})
+    output = tmp_path / "job.log"
+    log = open(output, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cli, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while (serve_log := printed_log(output.read_text())) is None or not serve_log.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, output.read_text()
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # while the container starts
+        assert proc.wait(60) == 143, output.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    assert not serve_log.parent.exists(), list(serve_log.parent.iterdir())
 
 
 def _invocations(log_text: str) -> int:

@@ -14,8 +14,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import serve_stack
-from sagemaker_serving.service.metrics import FLUSH_SECONDS
+from conftest import request_count, serve_stack, settled_counts
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -314,44 +313,19 @@ def test_binary_formats_go_to_the_built_in_handlers(stack):
     assert_json_error(post(stack, b"not npy", "application/x-npy"), 400)
 
 
-def _front_count(stack, route: str, status: int, model: str) -> float:
-    text = requests.get(f"{stack.url}/metrics", timeout=10).text
-    pattern = (
-        r'sagemaker_requests_total\{model="' + re.escape(model) + r'",route="' + re.escape(route)
-        + r'",status="' + str(status) + r'"\} (\S+)'
-    )  # fmt: skip
-    match = re.search(pattern, text)
-    return float(match.group(1)) if match else 0.0
-
-
-def _settled_counts(stack, keys, seconds: float = 10.0) -> list[float]:
-    """The counts once two reads a flush interval apart agree: each worker moves its figures
-    into /metrics within FLUSH_SECONDS (metrics.py), so a request just answered may not be
-    counted yet."""
-    deadline = time.monotonic() + seconds
-    counts = [_front_count(stack, *key) for key in keys]
-    while time.monotonic() < deadline:
-        time.sleep(2 * FLUSH_SECONDS)
-        again = [_front_count(stack, *key) for key in keys]
-        if again == counts:
-            return counts
-        counts = again
-    raise AssertionError(f"the counts did not settle within {seconds} s: {counts}")
-
-
 def test_front_metrics_count_what_nginx_answers_by_route_status_and_model(stack):
     keys = [
         ("/invocations", 200, "half_plus_two"),
         ("/invocations", 400, "half_plus_three"),
         ("/ping", 200, ""),
     ]
-    before = _settled_counts(stack, keys)  # earlier tests' last counts have arrived
+    before = settled_counts(stack.url, keys)  # earlier tests' last counts have arrived
     for _ in range(3):
         assert post(stack, "1.0", attributes="tfs-model-name=half_plus_two").status_code == 200
     assert post(stack, "[[[", "application/json").status_code == 400
     assert requests.get(f"{stack.url}/ping", timeout=5).status_code == 200
     expected = [b + n for b, n in zip(before, (3, 1, 1), strict=True)]
-    assert _wait_for(lambda: [_front_count(stack, *k) for k in keys] == expected, 5), (
-        [_front_count(stack, *k) for k in keys],
+    assert _wait_for(lambda: [request_count(stack.url, *k) for k in keys] == expected, 5), (
+        [request_count(stack.url, *k) for k in keys],
         expected,
     )

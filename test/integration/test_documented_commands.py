@@ -6,6 +6,9 @@ copy of the repository's top (its files linked, `run/` its own; the example mode
 and copied), each in bash from that top, as a reader pastes them: `make serve` and the other
 servers in the background until they answer (and stopped with Ctrl-C's SIGINT when the section
 ends or the next one starts), a `console` block's commands compared with the output it shows.
+The getting-started page is one sequence, top to bottom in one copy, as a new user follows it
+(what one section leaves, the next one meets). No sequence may leave a file git would list as
+untracked in the repository's top (what they write goes under the ignored `run/`).
 The only change to a command is the port: 8080 (and 8081, the getting-started page's other
 port), 8500 and 8501 become free ones (the environment's SAGEMAKER_BIND_TO_PORT for `serve`), so
 that tests never take a fixed port.
@@ -76,7 +79,7 @@ _BENCH = "a benchmark: minutes of load on every core (the guide keeps them out o
 NOT_RUN = {
     "IMAGE=$(AWS_REGION=eu-west-1 scripts/publish.sh cpu | tail -n 1)": _AWS,
     "AWS_REGION=eu-west-1 scripts/publish.sh cpu": _AWS,
-    "tar -C run/models -czf model.tar.gz . && aws s3 cp model.tar.gz "
+    "tar -C run/models -czf run/model.tar.gz . && aws s3 cp run/model.tar.gz "
     "s3://my-bucket/tfs/model.tar.gz": _AWS,
     "scripts/start.sh run/models cpu": _IMAGE,
     "scripts/curl.sh": _IMAGE,
@@ -124,17 +127,17 @@ SERVERS = {
     ".venv/bin/tfs-model-server --model_name=half_plus_three": Server(
         "/v1/models/half_plus_three", "rest"
     ),
-    ".venv/bin/tfs-model-server --model_config_file=models.config": Server(
+    ".venv/bin/tfs-model-server --model_config_file=run/models.config": Server(
         "/v1/models/half_plus_three", "rest"
     ),
 }
 # a command that needs a server its section starts only in the prose ("a running container")
 NEEDS_SERVER = {
-    ".venv/bin/tfs-batch-transform --endpoint http://localhost:8080 --input rows.csv "
-    "--output out/": "make serve",
+    ".venv/bin/tfs-batch-transform --endpoint http://localhost:8080 --input run/rows.csv "
+    "--output run/out/": "make serve",
 }  # fmt: skip
 # what a command's run must show besides its exit code (the documented JSON it writes)
-JOB_JSON = "job.json"
+JOB_JSON = "run/job.json"
 
 
 def not_run_reason(key: str) -> str | None:
@@ -157,10 +160,16 @@ def runs_here(command: DocCommand) -> bool:
     )
 
 
+def sequence_of(command: DocCommand) -> str:
+    """The sequence a command runs in: the getting-started page is one, from top to bottom;
+    every other page's sections are one each."""
+    return GETTING_STARTED if command.source.startswith(f"{GETTING_STARTED}:") else command.section
+
+
 SECTIONS: dict[str, list[DocCommand]] = {}
 for _command in COMMANDS:
     if runs_here(_command):
-        SECTIONS.setdefault(_command.section, []).append(_command)
+        SECTIONS.setdefault(sequence_of(_command), []).append(_command)
 
 
 # ----- every command is accounted for ------------------------------------------------------
@@ -321,6 +330,20 @@ NOISE = ("absl::InitializeLog", "cuda drivers", "cuInit", "oneDNN custom operati
          "cpu_feature_guard", "Traceback")  # fmt: skip
 
 
+def untracked(root: Path) -> list[str]:
+    """What the commands left in the sandbox's top that git would list as untracked in the
+    repository: every entry the sandbox did not start with that .gitignore does not cover."""
+    made = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir())
+    made = [name for name in made if name.rstrip("/") not in LINKED]
+    if not made:
+        return []
+    ignored = subprocess.run(
+        ["git", "-C", str(REPO), "check-ignore", "--no-index", "--stdin"],
+        input="\n".join(made), capture_output=True, text=True, timeout=30, check=False,
+    ).stdout.splitlines()  # fmt: skip
+    return [name for name in made if name not in ignored]
+
+
 def assign(box: Sandbox, key: str) -> bool:
     """`NAME=value` alone: kept for the section's later commands, as the shell would."""
     match = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(?:[^\s$]|\$\([^)]*\)|\$)*", key)
@@ -377,3 +400,4 @@ def test_the_commands_of_a_section_run_as_documented(section, example_run_dir, t
             text = log.read_text(errors="replace")
             found = [marker for marker in NOISE if marker in text]
             assert not found, f"{log.name}: {found}\n{text[-3000:]}"
+        assert not untracked(box.root), f"{section} left untracked files: {untracked(box.root)}"

@@ -31,7 +31,6 @@ http {{
     fastcgi_temp_path {run}/fastcgi;
     uwsgi_temp_path {run}/uwsgi;
     scgi_temp_path {run}/scgi;
-    map "" $metrics_from_nginx {{ default 1; }}
     log_format sagemaker_metrics '/ping $status - $request_time';
 {access_log}
     server {{

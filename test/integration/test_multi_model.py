@@ -23,7 +23,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import command_line, serve_stack, tiny_wheel
+from conftest import command_line, make_wheel, serve_stack, settled_counts, tiny_wheel
 from raw_http import chunked_post, padded_tfs_request, split_reply
 from raw_http import raw as raw_exchange
 
@@ -77,6 +77,13 @@ def model_root(tmp_path_factory) -> Path:
     shutil.copytree(template, root / "badreqs")
     (root / "badreqs" / "code").mkdir()
     (root / "badreqs" / "code" / "requirements.txt").write_text("no-such-package-anywhere==9\n")
+    for name, package in (("dangling", "gone"), ("traversal", "evil")):
+        shutil.copytree(template, root / name)
+        wheels = root / name / "code" / "wheelhouse"
+        make_wheel(wheels, "evil", "1.0", {"../../../../evil.py": "X = 1\n"})
+        (wheels / "gone-1.0-py3-none-any.whl").symlink_to("nowhere.whl")  # leads nowhere
+        (wheels / "loop-1.0-py3-none-any.whl").symlink_to("loop-1.0-py3-none-any.whl")
+        (root / name / "code" / "requirements.txt").write_text(f"{package}==1.0\n")
     (root / "code").mkdir()
     (root / "code" / "inference.py").write_text(INFERENCE % "universal")
     shutil.rmtree(template)
@@ -162,6 +169,52 @@ def test_a_models_requirements_are_installed_at_load(mme, model_root):
     reply = load(mme, "badreqs", str(model_root / "badreqs"))
     assert reply.status_code == 400 and "pip install" in reply.json()["error"], reply.text
     assert "badreqs" not in listed(mme)
+
+
+def test_load_errors_name_no_internal_path_and_keep_the_url_as_sent(mme, model_root):
+    """A missing url comes back in the AWS container's words with the url as the client sent
+    it; pip's refusals (a link in the wheelhouse that leads nowhere or loops, a wheel writing
+    outside its environment) are 400s naming the model's files relative to it and no folder
+    of the run directory."""
+    url = str(model_root / "non-existing")
+    missing = load(mme, "non-existing", url)
+    assert missing.status_code == 404
+    assert (
+        missing.json()["error"] == f"Could not find valid base path {url} for servable non-existing"
+    )
+    for name, said in (
+        ("dangling", "No such file or directory: 'code/wheelhouse/gone-1.0-py3-none-any.whl'"),
+        ("traversal", "outside the target directory 'site-packages'"),
+    ):
+        reply = load(mme, name, name)
+        assert reply.status_code == 400 and said in reply.json()["error"], reply.text
+        assert str(model_root) not in reply.text and str(mme.run_dir) not in reply.text
+        assert name not in listed(mme)
+
+
+def test_metrics_count_the_api_and_its_errors_once(mme, model_root):
+    """Every answer of the multi-model API, its 4xx too, counted once by route, status and the
+    model the request names."""
+    name = "counted model"
+    keys = {
+        ("/models", 200, ""): 1,  # the load
+        ("/models", 409, ""): 1,
+        ("/models", 404, "counted-nope"): 1,
+        ("/models", 200, name): 1,  # the unload
+        ("/invocations", 200, name): 2,
+        ("/invocations", 404, "counted-nope"): 1,
+        ("/invocations", 400, ""): 1,
+    }
+    before = settled_counts(mme.url, list(keys))
+    assert load(mme, name, str(model_root / "m2")).status_code == 200
+    assert load(mme, name, str(model_root / "m2")).status_code == 409
+    assert requests.get(f"{mme.url}{path('counted-nope')}", timeout=10).status_code == 404
+    assert [invoke(mme, name).status_code for _ in range(2)] == [200, 200]
+    assert invoke(mme, "counted-nope").status_code == 404
+    assert requests.post(f"{mme.url}/invocations", data="{}", timeout=10).status_code == 400
+    assert unload(mme, name).status_code == 200
+    expected = [b + n for b, n in zip(before, keys.values(), strict=True)]
+    assert settled_counts(mme.url, list(keys)) == expected
 
 
 @pytest.mark.parametrize("name", ["a/b/c", "..a", "über model", "x" * 300, "a%2Fb", "m.tar.gz"])

@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from conftest import serve_stack, tiny_wheel
+from conftest import request_count, serve_stack, settled_counts, tiny_wheel
 
 CA = "X-Amzn-SageMaker-Custom-Attributes"
 
@@ -25,10 +25,13 @@ def input_handler(data, context):
     kind = context.request_content_type
     if kind == "application/x-sleep":
         time.sleep(6)
+        print(f"slept through request {context.request_id}", flush=True)
     if kind == "application/x-fail":
         raise ValueError("this handler failed on purpose")
     if kind == "application/x-teapot":
         raise HandlerError("not a teapot payload", 418)
+    if kind == "application/x-where":  # paths of the model and of the run directory
+        raise ValueError(f"in {__file__}, with {tinypkg.__file__}")
     if kind == "text/plain":
         numbers = [float(v) for v in data.read().decode().split()]
         return json.dumps({"instances": numbers})
@@ -36,6 +39,10 @@ def input_handler(data, context):
 
 
 def output_handler(response, context):
+    if context.request_content_type == "application/x-pass-through":  # as user-code.md shows
+        return response.content, context.accept_header
+    if context.request_content_type == "application/x-raise-for-status":
+        response.raise_for_status()  # its message names the URL it asked
     if context.accept_header == "application/x-context":
         fields = {k: v for k, v in context._asdict().items() if k != "channel"}
         fields["has_channel"] = context.channel is not None
@@ -53,7 +60,7 @@ import json
 
 def handler(data, context):
     body = json.loads(data.read())
-    return json.dumps({"echo": body, "model": context.model_name})
+    return json.dumps({"echo": body, "model": context.model_name}), None
 """
 
 
@@ -149,6 +156,39 @@ def test_model_server_error_reaches_the_output_handler(classic):
     assert "not of expected type" in reply.json()["error"]
 
 
+def test_a_pass_through_output_handler_keeps_the_model_servers_error_status(classic):
+    """`return response.content, context.accept_header` with `Accept: */*` (curl's): a wrong
+    type is TF Serving's 400, an unknown model its 404, as on the fast path; a good request
+    200; the content type is what the body is, never `*/*`."""
+    pass_through = {"content_type": "application/x-pass-through", "accept": "*/*"}
+    cases = [
+        ('{"instances": [1.0, 2.0]}', {}, 200, "predictions"),
+        ('{"instances": ["x"]}', {}, 400, "error"),
+        ('{"instances": [1.0]}', {CA: "tfs-model-name=nope"}, 404, "error"),
+    ]
+    for body, headers, status, key in cases:
+        reply = post(classic, body, **pass_through, **headers)
+        assert (reply.status_code, reply.headers["Content-Type"]) == (status, "application/json")
+        assert key in reply.json(), reply.text
+
+
+def test_no_answer_names_an_internal_address_or_path(classic):
+    """A handler's `raise_for_status()` names the model server's URL, an exception the model
+    directory's and the run directory's files: the answer says "the model server" and the
+    model-relative path; the log keeps them whole."""
+    failed = post(classic, '{"instances": ["x"]}', "application/x-raise-for-status")
+    assert failed.status_code == 500
+    message = failed.json()["error"]
+    assert message.startswith("HTTPError: 400 Client Error: Bad Request for url: ")
+    assert message.endswith("the model server") and "127.0.0.1" not in message
+    where = post(classic, "1", "application/x-where").json()["error"]
+    root = str(classic.run_dir.parent)
+    assert root not in where, where
+    assert where.startswith("ValueError: in code/inference.py, with <run dir>/"), where
+    logged(classic, f"{root}/model/code/inference.py")
+    assert f"{root}/model/code/inference.py" in classic.log()
+
+
 def test_options_on_invocations_is_405_json_allowing_post(classic):
     reply = requests.options(f"{classic.url}/invocations", timeout=10)
     assert reply.status_code == 405, reply.text
@@ -169,6 +209,21 @@ def test_a_handler_past_the_deadline_gets_504_and_the_worker_lives(classic):
     # the same workers keep answering at once (none was killed and restarted)
     assert post(classic, '{"instances": [1.0]}').status_code == 200
     assert "WORKER TIMEOUT" not in classic.log()
+
+
+def test_a_504_is_counted_once_when_it_is_answered(classic):
+    """nginx answers 504 at its timeout (4 s) while the handler sleeps on (6 s): counted
+    then, before the handler ends, and not again when it does."""
+    key = ("/invocations", 504, "half_plus_three")
+    [before] = settled_counts(classic.url, [key])  # earlier tests' counts have arrived
+    started = time.monotonic()
+    reply = post(classic, "1", "application/x-sleep")
+    assert reply.status_code == 504, reply.text
+    while request_count(classic.url, *key) != before + 1:
+        assert time.monotonic() < started + 5.5, "not counted before the handler ended"
+        time.sleep(0.05)
+    logged(classic, f"slept through request {reply.headers['X-Request-Id']}")
+    assert settled_counts(classic.url, [key]) == [before + 1]
 
 
 def test_ping_and_metrics(classic):

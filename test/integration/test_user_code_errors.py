@@ -64,6 +64,9 @@ def test_code_that_cannot_run_stops_serve_saying_where_and_why(tmp_path, place, 
     line = last_line(result.stderr)
     assert "cannot start:" in line and expected in line, result.stderr[-3000:]
     assert "inference.py" in line
+    # said once, with the user's traceback at most once (not gunicorn's, once per worker)
+    assert result.stderr.count("cannot start:") == 1, result.stderr
+    assert result.stderr.count("Traceback (most recent call last)") <= 1, result.stderr
 
 
 WRONG_TYPES = """
@@ -80,6 +83,8 @@ def output_handler(response, context):
         return {"predictions": response.json()["predictions"]}
     if context.custom_attributes == "answer=int":
         return 42
+    if context.custom_attributes == "answer=str":  # a bare body: no content type
+        return "3.5"
     return response.content, "application/json"
 """
 
@@ -105,6 +110,12 @@ def test_a_handler_that_returns_the_wrong_type_is_a_500_that_says_so(tmp_path, p
             "answer=int",
             "output_handler (inference.py, line 10) "
             "returned int 42; expected a (body, content_type) pair",
+        ),
+        (
+            b'{"instances": [1.0]}',
+            "answer=str",
+            "output_handler (inference.py, line 10) "
+            "returned str '3.5'; expected a (body, content_type) pair",
         ),
     ]
     with serve_stack(models, tmp_path) as server:

@@ -54,3 +54,33 @@ def test_make_lint_builds_the_site_strictly_where_its_warnings_count():
     build = [line for line in done.stdout.splitlines() if "mkdocs build" in line]
     assert build and "--strict" in build[0], done.stdout
     assert not re.search(r"\s(--quiet|-q)(\s|$)", build[0]), build[0]
+
+
+def css_rules(text: str) -> dict[str, dict[str, str]]:
+    """selector -> {property: value} of a plain stylesheet (no nesting, no at-rules)."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.DOTALL)
+    rules: dict[str, dict[str, str]] = {}
+    for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", text):
+        declarations = dict(
+            (name.strip(), value.strip())
+            for name, _, value in (d.partition(":") for d in body.split(";") if ":" in d)
+        )
+        for selector in selectors.split(","):
+            rules.setdefault(" ".join(selector.split()), {}).update(declarations)
+    return rules
+
+
+def test_the_site_keeps_names_in_tables_whole_and_wraps_long_commands():
+    """Material breaks inline code anywhere (a setting cut mid-word in the settings table)
+    and scrolls code blocks (a long command's end out of sight): the site's stylesheet,
+    named in mkdocs.yml, undoes both."""
+    import yaml
+
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text())
+    rules: dict[str, dict[str, str]] = {}
+    for sheet in config.get("extra_css", []):
+        rules.update(css_rules((REPO / config["docs_dir"] / sheet).read_text()))
+    table_code = rules.get(".md-typeset table code", {})
+    assert table_code.get("word-break") == "normal", rules
+    assert table_code.get("overflow-wrap") == "normal", rules
+    assert rules.get(".md-typeset pre > code", {}).get("white-space") == "pre-wrap", rules

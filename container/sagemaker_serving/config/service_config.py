@@ -45,6 +45,7 @@ class ServiceConfig:
     lifeline_fd: int | None = None  # EOF once serve is gone (pools started by workers end)
     log_format: str = "text"
     error_file: str = ""  # a worker that cannot import the handlers says why there, for serve
+    run_dir: str = ""  # serve's: no answer names it (errors.hide_paths)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -273,9 +273,24 @@ def _run_pip(
             )
         if "File too large" in output:
             raise UserCodeError(_past_disk(what, limits))
-        raise UserCodeError(f"{what} failed:\n{pip_message(result)}")
+        raise UserCodeError(
+            f"{what} failed:\n{_without_folders(pip_message(result), code_dir, env_dir)}"
+        )
     if not within_disk():
         raise UserCodeError(_past_disk(what, limits))
+
+
+def _without_folders(text: str, code_dir: Path, env_dir: Path) -> str:
+    """pip's words without the folders it names by their absolute paths: the code's own files
+    relative to the model (`code/...`), the environment's by what they are (no answer names an
+    internal folder)."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = env_dir / "venv" / "lib" / version / "site-packages"
+    for path, name in ((site_packages, "site-packages"), (env_dir, "environment")):
+        text = text.replace(str(path), name)
+    for root in {code_dir.absolute(), code_dir.resolve()}:
+        text = text.replace(f"{root}/", "code/")
+    return text
 
 
 def _past_disk(what: str, limits: InstallLimits) -> str:

@@ -1,8 +1,10 @@
-"""The requests nginx answers itself, from its log file to the Python service's /metrics.
+"""Every request, from nginx's log file to the Python service's /metrics.
 
-nginx appends a line per such request (`route status model seconds`) to FRONT_LOG in the run
-directory, buffered: one write per FLUSH_MS or 64 KB, where a datagram per request cost nginx
-and the service a few percent of the fast path's throughput. serve reads the new whole lines
+nginx appends a line per request when it sends the answer (`route status model seconds`,
+whoever made the answer: so a 504 at nginx's timeout counts then, not when the handler
+behind it finishes) to FRONT_LOG in the run directory, buffered: one write per FLUSH_MS or
+64 KB, where a datagram per request cost nginx and the service a few percent of the fast
+path's throughput. serve reads the new whole lines
 every POLL_SECONDS and sends them on to the service's metrics socket (front_metrics.py), at
 most READ_BYTES at a time: a backlog (serve held up) goes out in steps BACKLOG_SECONDS apart
 that the socket's receive buffer holds, rather than in one burst it would drop.
@@ -47,10 +49,7 @@ _BLOCK = 4096
 
 def nginx_access_log(path: Path) -> str:
     """The nginx directive writing the lines (log_format sagemaker_metrics: the template)."""
-    return (
-        f"    access_log {path} sagemaker_metrics buffer=64k flush={FLUSH_MS}ms "
-        "if=$metrics_from_nginx;"
-    )
+    return f"    access_log {path} sagemaker_metrics buffer=64k flush={FLUSH_MS}ms;"
 
 
 def new_log(path: Path) -> Path:

@@ -250,7 +250,7 @@ class NginxConf:
     layout: NginxLayout
     path: Path
     values: dict[str, object]
-    front_log: Path  # what nginx answers itself, a line per request (front_log_relay.py)
+    front_log: Path  # a line per request nginx answers (front_log_relay.py)
 
     def write(self, draining: bool = False) -> Path:
         """Write the file (0600: it holds the run's secret) and the njs tables beside it

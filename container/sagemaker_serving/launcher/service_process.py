@@ -141,6 +141,7 @@ def service_process(
         lifeline_fd=lifeline,
         log_format=settings.log_format,
         error_file=str(run_dir / SERVICE_ERROR_FILE),
+        run_dir=str(run_dir.absolute()),
     )
     (run_dir / SERVICE_ERROR_FILE).unlink(missing_ok=True)
     fresh_mme_state_dir(run_dir)

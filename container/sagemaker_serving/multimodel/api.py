@@ -67,12 +67,13 @@ class Operations:
         return await loop.run_in_executor(pool, functools.partial(call, *args, **kw))
 
 
-def _public(exc: MultiModelError, root: Path) -> MultiModelError:
-    """The error as a client may see it (the app's error answer writes it): paths under the
-    model directory relative to it (a client names models by url, and needs no internal
-    paths), at most MAX_ERROR_CHARS."""
-    message = exc.message.replace(f"{root}/", "").replace(str(root), ".")
-    return MultiModelError(brief(message, MAX_ERROR_CHARS), exc.status)
+def _public(exc: MultiModelError, *sent: str | None) -> MultiModelError:
+    """The error as the app's error answer writes it: at most MAX_ERROR_CHARS, and what the
+    client `sent` (a url, a name) quoted as sent, as the AWS container does (`Could not find
+    valid base path /opt/ml/models/x for servable x`); other paths are made model-relative by
+    the one error writer (errors.public_text)."""
+    quoted = [text for text in sent if text]
+    return MultiModelError(brief(exc.message, MAX_ERROR_CHARS), exc.status, quoted)
 
 
 def _ok(resp: Response, doc: dict) -> None:
@@ -93,11 +94,12 @@ class ModelsResource:
         self.operations = operations
 
     async def on_get(self, req: Request, resp: Response) -> None:
+        token = req.get_param("next_page_token")
         try:
             limit = _limit(req.get_param("limit"))
-            models, next_token = self.manager.page(limit, req.get_param("next_page_token"))
+            models, next_token = self.manager.page(limit, token)
         except MultiModelError as exc:
-            raise _public(exc, self.manager.model_root) from None
+            raise _public(exc, token) from None
         doc: dict = {"models": [_description(m) for m in models]}
         if next_token is not None:
             doc["nextPageToken"] = next_token
@@ -105,6 +107,7 @@ class ModelsResource:
 
     async def on_post(self, req: Request, resp: Response) -> None:
         deadline = time.monotonic() + self.manager.load_timeout_seconds  # from its arrival
+        name = url = ""
         try:
             name, url = _load_request(req, await req.stream.read())
             model = await self.operations.run(
@@ -117,7 +120,7 @@ class ModelsResource:
                 deadline=deadline,
             )
         except MultiModelError as exc:
-            raise _public(exc, self.manager.model_root) from None
+            raise _public(exc, url, name) from None
         ports = self.manager.client
         rest = ", ".join(map(str, ports.rest_ports))
         grpc = ", ".join(map(str, ports.grpc_ports))
@@ -164,7 +167,7 @@ class ModelSink:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
-            raise _public(exc, self.manager.model_root) from None
+            raise _public(exc, name) from None
 
     def _unload(self, name: str) -> None:
         self.manager.unload(name, self.code.release)

@@ -9,6 +9,7 @@ anything else is a 500 whose stack trace goes to the log, not to the client.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import falcon
 import falcon.asgi
@@ -33,18 +34,21 @@ def status_and_message(exc: BaseException, failed: str = "unhandled error") -> t
     return 500, f"{type(exc).__name__}: {exc}"
 
 
-def write_error(resp: Response, status: int, message: str, request_id: str) -> None:
-    """The error answer: `status` and the JSON error body."""
+def write_error(
+    resp: Response, status: int, message: str, request_id: str, quoted: Iterable[str] = ()
+) -> None:
+    """The error answer: `status` and the JSON error body (`quoted`: the client's words in
+    `message`, kept as sent)."""
     resp.status = falcon.code_to_http_status(status)
     resp.content_type = "application/json"
-    resp.data = error_body(message, request_id)
+    resp.data = error_body(message, request_id, quoted)
 
 
 async def _answer(req: Request, resp: Response, ex: Exception, params: dict) -> None:
     """falcon's error handler: whatever a responder raised, as its JSON error answer."""
     request_id = req.get_header("X-Request-Id") or ""
     status, message = status_and_message(ex, f"unhandled error (request {request_id})")
-    write_error(resp, status, message, request_id)
+    write_error(resp, status, message, request_id, getattr(ex, "quoted", ()))
     if isinstance(ex, falcon.HTTPError):
         for name, value in dict(ex.headers or {}).items():
             if name.lower() == "allow":  # falcon lists OPTIONS, which every route refuses

@@ -1,6 +1,7 @@
-"""Requests nginx answers itself (the njs fast path, /ping, its own errors) in /metrics.
+"""Every request in /metrics, counted once, when nginx sends its answer.
 
-nginx logs a line per such request, `route status model seconds`, to a buffered file that
+nginx logs a line per request, `route status model seconds` (the model percent-encoded), to
+a buffered file that
 serve relays (front_log_relay.py) to a loopback UDP port in reports: datagrams of whole lines
 after a first line holding the run's secret (config/access.py; a datagram without it is
 dropped). UDP, not a unix socket: Linux queues at most net.unix.max_dgram_qlen (10)
@@ -21,15 +22,19 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from sagemaker_serving.service.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
-ROUTES = frozenset({"/invocations", "/ping", "/execution-parameters", "/metrics", "other"})
+ROUTES = frozenset(
+    {"/invocations", "/models", "/ping", "/execution-parameters", "/metrics", "other"}
+)
 FORGED_REPORT_SECONDS = 60.0
 REPORT_BYTES = 32 * 1024  # at most, per datagram
-MAX_LINE = 1024
+# a multi-model name of 1024 characters is 12 KB percent-encoded (3-byte UTF-8 characters)
+MAX_LINE = 16 * 1024
 LOOPBACK = "127.0.0.1"
 RECEIVE_BUFFER = 4 << 20  # asked for; Linux grants up to twice net.core.rmem_max
 
@@ -46,7 +51,7 @@ class FrontRequest:
 
 def reports(token: str, lines: list[bytes]) -> list[bytes]:
     """`lines` (nginx's, without their newlines) as datagrams of at most REPORT_BYTES: the
-    secret, then whole lines (a line is cut at MAX_LINE: nginx's are far shorter)."""
+    secret, then whole lines (a line is cut at MAX_LINE: nginx's are shorter)."""
     head = token.encode() + b"\n"
     out: list[bytes] = []
     batch: list[bytes] = []
@@ -70,7 +75,8 @@ def split_report(data: bytes) -> tuple[bytes, list[bytes]]:
 
 
 def parse_request(rest: bytes) -> FrontRequest | None:
-    """`route status model seconds` (the model may hold spaces) -> its fields, checked."""
+    """`route status model seconds` (the model percent-encoded; `-` for none) -> its fields,
+    checked."""
     fields = rest.decode("utf-8", errors="replace").strip().split(" ")
     if len(fields) < 4:
         return None
@@ -83,7 +89,7 @@ def parse_request(rest: bytes) -> FrontRequest | None:
     if not 100 <= code <= 599 or not math.isfinite(elapsed) or elapsed < 0:
         return None
     return FrontRequest(
-        route if route in ROUTES else "other", code, "" if model == "-" else model, elapsed
+        route if route in ROUTES else "other", code, "" if model == "-" else unquote(model), elapsed
     )
 
 

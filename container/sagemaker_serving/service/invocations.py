@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
 
+import falcon
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.body_formats import DEFAULT_TYPE
@@ -44,7 +45,7 @@ def _named(message: str, internal: str | None, name: str | None) -> str:
 ANSWER_PIECE = 1 << 20  # a larger answer goes out in pieces of this size
 
 
-def answer(resp: Response, body: bytes | bytearray) -> None:
+def write_answer(resp: Response, body: bytes | bytearray) -> None:
     """The answer's body; a large one in pieces, each written as the client takes it (written
     at once, the event loop's transport would hold a copy of all it could not send yet)."""
     if len(body) <= ANSWER_PIECE:
@@ -93,13 +94,12 @@ class Invocations:
         label: str | None = None,
     ) -> None:
         """One request through `handlers`; `model_name` fixes the model (multi-model invoke,
-        where `label` names it in metrics), else the routing header or the default decides."""
-        started = time.monotonic()
+        where `label` is the client's name of it), else the routing header or the default
+        decides."""
         request_id = req.get_header("X-Request-Id") or uuid.uuid4().hex
         resp.set_header("X-Request-Id", request_id)
         request_token = REQUEST_ID.set(request_id)  # on every log line of this request
-        deadline = started + self.config.request_timeout_seconds
-        model, status = label or model_name or self.config.default_model, 500
+        deadline = time.monotonic() + self.config.request_timeout_seconds
         try:
             route = parse_route(
                 req.get_header(ATTRIBUTES_HEADER),
@@ -107,26 +107,25 @@ class Invocations:
             )
             if model_name is not None:
                 route = replace(route, model=model_name, model_given=model_name)
-            model = label or route.model
             context = self._context(req, route, request_id, deadline)
             data = io.BytesIO(await req.stream.read())
             # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
             # proxy timeout; its thread (or the event loop) is never interrupted.
             with self.formats.active():  # handlers may call default_input/output_handler
-                body, content_type = await chain.run(handlers, data, context, self)
+                answer = await chain.run(handlers, data, context, self)
             if time.monotonic() > deadline + 0.5:
                 raise StatusError(
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
                     504,
                 )
-            answer(resp, body)
-            resp.content_type = content_type
-            status = 200
+            write_answer(resp, answer.body)
+            resp.content_type = answer.content_type
+            resp.status = falcon.code_to_http_status(answer.status)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
             status, message = status_and_message(exc, "handler failed")
-            write_error(resp, status, _named(message, model_name, label), request_id)
-        finally:
-            self.metrics.request("/invocations", status, model, time.monotonic() - started)
+            quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
+            write_error(resp, status, _named(message, model_name, label), request_id, quoted)
+        finally:  # counted by nginx when it sends the answer (front_metrics.py)
             REQUEST_ID.reset(request_token)
 
     def _context(self, req: Request, route: Route, request_id: str, deadline: float):

@@ -27,8 +27,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 RECORD_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 REQUEST_LABELS = ("route", "status", "model")
-REQUESTS_HELP = "Requests handled by the Python service"
-LATENCY_HELP = "Time in the Python service per request"
+REQUESTS_HELP = "Requests answered, counted by nginx when it sends the answer"
+LATENCY_HELP = "Time from the request to its answer, per request (nginx's request time)"
 STAGES_HELP = "Time per stage: input_handler, model_server, output_handler (or handler)"
 RECORDS_HELP = "Records (instances, lines, rows, TFRecords) per request with a built-in format"
 

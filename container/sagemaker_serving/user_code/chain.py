@@ -2,13 +2,20 @@
 server and output_handler, each result held to its contract (contract.py) where it is
 returned. The service says where each step runs and what the built-in steps are (ServiceSide):
 nothing here knows HTTP, threads or the model server's protocol.
+
+The answer's status: 200, or the model server's error status when it answered one and
+output_handler made the answer from it (a pass-through `return response.content,
+context.accept_header` answers a wrong shape 400 with TF Serving's body, not 200: a failed
+prediction never looks like a success). Its content type: the handler's, unless that is a
+wildcard echoed from Accept (`*/*`), which is no content type: then the first concrete type
+Accept names, else application/json.
 """
 
 from __future__ import annotations
 
 import io
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sagemaker_serving.config.body_formats import DEFAULT_TYPE
 from sagemaker_serving.user_code import contract
@@ -58,6 +65,12 @@ class ServiceSide(Protocol):
         ...
 
 
+class Answer(NamedTuple):
+    body: bytes
+    content_type: str
+    status: int = 200
+
+
 def concrete_type(accept: str | None) -> str:
     """The first non-wildcard type in Accept, else DEFAULT_TYPE (application/json; never `*/*`)."""
     for item in (accept or "").split(","):
@@ -67,24 +80,27 @@ def concrete_type(accept: str | None) -> str:
     return DEFAULT_TYPE
 
 
-def _answer(result: Any, context: Context, fn: Handler, role: str) -> tuple[bytes, str]:
-    body, content_type = contract.answer(result, fn, role)
-    return body, content_type or concrete_type(context.accept_header)
+def _made(body: bytes, content_type: str | None, context: Context, response: Any = None) -> Answer:
+    """A handler's answer: its content type unless none or a wildcard; the model server's error
+    status when `response` (what output_handler got) is one."""
+    if not content_type or "*" in content_type:
+        content_type = concrete_type(context.accept_header)
+    status = getattr(response, "status_code", 200)
+    failed = isinstance(status, int) and 400 <= status <= 599
+    return Answer(body, content_type, status if failed else 200)
 
 
-async def run(
-    handlers: Handlers, data: io.BytesIO, context: Context, side: ServiceSide
-) -> tuple[bytes, str]:
-    """The answer's body and content type."""
+async def run(handlers: Handlers, data: io.BytesIO, context: Context, side: ServiceSide) -> Answer:
+    """The answer: body, content type and status."""
     remote = handlers.remote
     if remote is not None and remote.has("handler"):
         with side.stage("handler"):
             body, content_type = await side.remote(remote, "handler", data.getvalue(), context)
-        return body, content_type or concrete_type(context.accept_header)
+        return _made(body, content_type, context)
     if handlers.handler is not None:
         with side.stage("handler"):  # it calls the model server: a thread
             result = await side.threaded(handlers.handler, data, context)
-        return _answer(result, context, handlers.handler, "handler")
+        return _made(*contract.answer(result, handlers.handler, "handler"), context)
     with side.stage("input_handler"):
         request: Any
         if remote is not None and remote.has("input_handler"):
@@ -98,11 +114,12 @@ async def run(
         response = await side.model_server(request, context)
     with side.stage("output_handler"):
         if side.answers_itself(request):
-            return await side.builtin_answer(request, response, context)
+            return Answer(*await side.builtin_answer(request, response, context))
         if remote is not None and remote.has("output_handler"):
             body, content_type = await side.remote(remote, "output_handler", b"", context, response)
-            return body, content_type or concrete_type(context.accept_header)
+            return _made(body, content_type, context, response)
         if handlers.output_handler is not None:
             result = await side.in_place(handlers.output_handler, response, context)
-            return _answer(result, context, handlers.output_handler, "output_handler")
-        return await side.builtin_answer(request, response, context)
+            answer = contract.answer(result, handlers.output_handler, "output_handler")
+            return _made(*answer, context, response)
+        return Answer(*await side.builtin_answer(request, response, context))

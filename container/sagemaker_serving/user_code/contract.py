@@ -2,8 +2,9 @@
 
 `input_handler(data, context)` returns the model server's request body: a JSON string or
 bytes-like. `output_handler(response, context)` and `handler(data, context)` return
-`(body, content_type)`, body a string or bytes-like (a bare body is taken too, with the
-content type Accept asks for). Anything else is a HandlerResultError (a 500) that names the
+`(body, content_type)`, body a string or bytes-like, content_type a string or None (then the
+type Accept asks for). Anything else, a bare body too (the AWS container unpacks two values:
+a bare body fails there, or is cut in two), is a HandlerResultError (a 500) that names the
 handler, where it is, what it returned and what was expected.
 
 Standard library only: handler processes run it under the user's interpreter.
@@ -80,8 +81,4 @@ def answer(
         body, content_type = as_bytes(value[0]), value[1]
         if body is not None and (content_type is None or isinstance(content_type, str)):
             return body, content_type or None
-        raise _fail(role, fn, value)
-    body = as_bytes(value)
-    if body is None:
-        raise _fail(role, fn, value)
-    return body, None
+    raise _fail(role, fn, value)

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help", "--helpfull"):
         print(flags.usage())
-        return USAGE_ERROR  # as TF Serving's `--help`
+        return 0  # asked for, so no error (TF Serving's returns -1: 255)
     try:
         options = flags.parse(args)
         if options.unknown and not options.version:  # TF names the first and goes on

@@ -7,7 +7,14 @@ import orjson
 import pytest
 
 from sagemaker_serving import HandlerError
-from sagemaker_serving.errors import MAX_MESSAGE_CHARS, StatusError, brief, error_body
+from sagemaker_serving.errors import (
+    MAX_MESSAGE_CHARS,
+    StatusError,
+    brief,
+    error_body,
+    hide_paths,
+    public_text,
+)
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.tfs_client.errors import ModelServerError, ModelServerTimeout
@@ -40,3 +47,51 @@ def test_the_one_body_has_the_message_and_the_request_id():
     long = orjson.loads(error_body("x" * (MAX_MESSAGE_CHARS + 10), ""))["error"]
     assert long == "x" * MAX_MESSAGE_CHARS + "..."
     assert brief("abcdef", 3) == "abc..." and brief("abc", 3) == "abc"
+
+
+@pytest.fixture
+def hidden():
+    """The folders a service process hides, as python_service.internal_paths names them."""
+    hide_paths({"/srv/run": "<run dir>", "/opt/ml/models": ""})
+    yield
+    hide_paths({})
+
+
+@pytest.mark.parametrize(
+    ("message", "public"),
+    [
+        (
+            "400 Client Error: Bad Request for url: http://127.0.0.1:8501/v1/models/m:predict",
+            "400 Client Error: Bad Request for url: the model server",
+        ),
+        (
+            "failed to connect to ipv4:127.0.0.1:9000, localhost:8500",
+            "failed to connect to ipv4:the model server, the model server",
+        ),
+        ("GET http://LOCALHOST:8501/v1/models/m (timeout)", "GET the model server (timeout)"),
+        (
+            "see https://example.com:8443/x and 10.1.2.3:80",
+            "see https://example.com:8443/x and 10.1.2.3:80",
+        ),
+        ("No such file: '/opt/ml/models/a/code/x.json'", "No such file: 'a/code/x.json'"),
+        ("/opt/ml/models is empty", ". is empty"),
+        ("/opt/ml/models2/a and /opt/ml/modelsx", "/opt/ml/models2/a and /opt/ml/modelsx"),
+        (
+            "pip: '/srv/run/environment/venv/lib/site-packages/x.py'",
+            "pip: '<run dir>/environment/venv/lib/site-packages/x.py'",
+        ),
+    ],
+)
+def test_no_answer_names_an_internal_address_or_path(hidden, message, public):
+    assert public_text(message) == public
+    assert orjson.loads(error_body(message, "r"))["error"] == public
+
+
+def test_what_the_client_sent_is_kept_as_sent(hidden):
+    """The AWS container's text for a load of a missing url, with the url as sent."""
+    url = "/opt/ml/models/non-existing"
+    message = f"Could not find valid base path {url} for servable non-existing"
+    assert public_text(message, [url, "non-existing"]) == message
+    error = StatusError(f"{message}; at /opt/ml/models/other", 404, [url])
+    body = orjson.loads(error_body(error.message, "r", error.quoted))["error"]
+    assert body == f"{message}; at other"

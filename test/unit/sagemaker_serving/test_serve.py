@@ -14,7 +14,7 @@ import pytest
 
 from sagemaker_serving import serve
 from sagemaker_serving.config.access import TOKEN_HEADER
-from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.config.settings import VARIABLES, Settings
 from sagemaker_serving.launcher import run_directory
 
 
@@ -98,6 +98,17 @@ def test_children_get_the_openmp_threads(monkeypatch):
     monkeypatch.setenv("KEPT", "1")
     env = serve.child_environment(Settings.from_env({"OMP_NUM_THREADS": "3"}))
     assert env["OMP_NUM_THREADS"] == "3" and env["KEPT"] == "1"
+
+
+def test_help_names_the_port_every_setting_and_the_docs(capsys):
+    with pytest.raises(SystemExit) as done:
+        serve.parse_args(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "port 8080\n(SAGEMAKER_BIND_TO_PORT)" in text
+    for variable in VARIABLES:
+        assert f"  {variable.name}  " in text, variable.name
+    assert "docs/settings.md" in text and "docs/getting-started.md" in text
 
 
 def test_a_bad_argument_is_one_line_first_not_the_usage_block(capsys):

@@ -141,6 +141,27 @@ def test_a_wheelhouse_installs_without_any_index(code, site, tmp_path, monkeypat
         prepare(code, site, tmp_path, timeout=60)
 
 
+def test_pips_message_names_the_models_files_relative_and_no_internal_folder(code, site, tmp_path):
+    """A wheel that would write outside the environment (`../`), a link in the wheelhouse
+    that leads nowhere or loops: pip's words, with model-relative paths and no folder of the
+    run directory (the environment, its venv)."""
+    make_wheel(code / "wheelhouse", "evil", "1.0", {"../../../../evil.py": "X = 1\n"})
+    (code / "wheelhouse" / "gone-1.0-py3-none-any.whl").symlink_to("nowhere.whl")
+    (code / "wheelhouse" / "loop-1.0-py3-none-any.whl").symlink_to("loop-1.0-py3-none-any.whl")
+    assert build.environment_key(code)  # the links are no error of the key's
+    said = {}
+    for package in ("evil", "gone", "loop"):
+        (code / "requirements.txt").write_text(f"{package}==1.0\n")
+        with pytest.raises(UserCodeError) as info:
+            prepare(code, site, tmp_path)
+        said[package] = str(info.value)
+        assert str(tmp_path) not in said[package], said[package]
+    assert "The wheel 'code/wheelhouse/evil-1.0-py3-none-any.whl' has a file " in said["evil"]
+    assert "outside the target directory 'site-packages'" in said["evil"]
+    assert "No such file or directory: 'code/wheelhouse/gone-1.0-py3-none-any.whl'" in said["gone"]
+    assert "symbolic links: 'code/wheelhouse/loop-1.0-py3-none-any.whl'" in said["loop"]
+
+
 def test_pip_past_its_time_is_killed_with_what_it_started(tmp_path):
     marker = f"sleep-marker-{tmp_path.name}"
     grandchild = f"import time; time.sleep(60)  # {marker}"

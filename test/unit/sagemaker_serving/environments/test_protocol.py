@@ -56,37 +56,43 @@ def test_a_frame_of_another_call_is_refused():
             protocol.check_id(header, 7)
 
 
+# a host that answers its first connection's call with another call's id, then answers right;
+# `--dir DIR` in its command line, as a pool's processes have (remote.py checks its peer)
+STRAY_HOST = """
+import socket, sys
+from sagemaker_serving.environments import protocol
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(sys.argv[2] + "/socket")
+listener.listen(4)
+print("ready", flush=True)
+for n in range(2):
+    conn, _ = listener.accept()
+    header, _ = protocol.read_frame(conn)
+    stray = header["id"] + 1 if n == 0 else header["id"]
+    reply = {"op": "result", "id": stray, "ok": True, "content_type": "text/plain"}
+    protocol.write_frame(conn, reply, b"someone else's answer" if n == 0 else b"its own")
+    protocol.read_frame(conn) if n else None
+"""
+
+
 def test_the_pool_never_delivers_an_answer_to_another_call(tmp_path):
     """A host that answers a call with another call's id (a forked child writing what its
     parent's call would answer): a 500 for this call, and the connection is not used again."""
+    import subprocess
+    import sys
+    import time
+
     from sagemaker_serving.environments.remote import HandlerPool, HandlerProcessError
     from sagemaker_serving.user_code.handler_api import Context
 
-    path = str(tmp_path / "socket")
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(4)
-    connections = []
-
-    def host() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            connections.append(conn)
-            header, _ = protocol.read_frame(conn)
-            stray = header["id"] + 1 if conn is connections[0] else header["id"]
-            reply = {"op": "result", "id": stray, "ok": True, "content_type": "text/plain"}
-            protocol.write_frame(conn, reply, b"someone else's answer")
-
-    import threading
-    import time
-
-    threading.Thread(target=host, daemon=True).start()
+    host = subprocess.Popen(
+        [sys.executable, "-c", STRAY_HOST, "--dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     values = dict.fromkeys(Context._fields)
     values.update(request_id="r", deadline=time.monotonic() + 10, grpc_port=1)
-    pool = HandlerPool(path, ("input_handler",), size=1)
+    pool = HandlerPool(str(tmp_path / "socket"), ("input_handler",), size=1)
 
     async def calls():
         with pytest.raises(HandlerProcessError) as refused:
@@ -95,7 +101,8 @@ def test_the_pool_never_delivers_an_answer_to_another_call(tmp_path):
         return await pool.call("input_handler", b"x", Context(**values), None)
 
     try:
-        assert asyncio.run(calls()) == (b"someone else's answer", "text/plain")
-        assert len(connections) == 2  # the first connection was dropped, not reused
+        assert host.stdout is not None and host.stdout.readline() == "ready\n"
+        assert asyncio.run(calls()) == (b"its own", "text/plain")  # on a new connection
     finally:
-        listener.close()
+        host.kill()
+        host.wait(10)

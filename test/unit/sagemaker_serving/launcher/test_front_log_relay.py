@@ -86,7 +86,7 @@ def test_the_log_is_for_serves_user_only_and_starts_empty(tmp_path):
 def test_nginx_writes_the_log_buffered(tmp_path):
     directive = nginx_access_log(tmp_path / "front.log")
     assert f"access_log {tmp_path / 'front.log'} sagemaker_metrics buffer=64k " in directive
-    assert directive.rstrip().endswith("if=$metrics_from_nginx;")
+    assert directive.rstrip().endswith(" flush=100ms;")  # every request: no condition
 
 
 def test_what_was_read_is_punched_out(tmp_path, service, monkeypatch):

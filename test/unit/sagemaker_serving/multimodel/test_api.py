@@ -14,7 +14,7 @@ import json
 
 
 def handler(data, context):
-    return json.dumps({"handled": json.loads(data.read()), "model": context.model_name})
+    return json.dumps({"handled": json.loads(data.read()), "model": context.model_name}), None
 """
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from urllib.parse import quote
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from sagemaker_serving.multimodel.manager import MAX_NAME_LENGTH
 from sagemaker_serving.service import front_metrics
 from sagemaker_serving.service import metrics as service_metrics
 from sagemaker_serving.service.front_metrics import (
@@ -24,6 +26,7 @@ from sagemaker_serving.service.metrics import (
     OTHER_MODELS,
     ServiceMetrics,
     WrittenFilesCollector,
+    label_text,
 )
 
 TOKEN = "run-secret"
@@ -60,7 +63,7 @@ def test_every_line_of_a_report_is_counted():
 
 def test_reports_hold_whole_lines_within_the_datagram_limit():
     lines = [f"/invocations 200 model-{i} 0.001".encode() for i in range(5000)]
-    sent = front_metrics.reports(TOKEN, [*lines, b"x" * 5000])
+    sent = front_metrics.reports(TOKEN, [*lines, b"x" * (front_metrics.MAX_LINE + 100)])
     assert len(sent) > 1
     assert all(len(d) <= front_metrics.REPORT_BYTES for d in sent)
     received = []
@@ -106,12 +109,27 @@ def test_forged_reports_are_reported_at_most_once_a_minute(caplog, monkeypatch):
     assert "dropped 51 metrics report" in caplog.records[1].getMessage()
 
 
+def test_a_request_naming_the_longest_multi_model_name_is_counted():
+    """A name of 1024 characters, percent-encoded by tfs.js (12 KB in UTF-8's 3-byte
+    characters), makes a whole line of a report."""
+    name = "\u20ac" * MAX_NAME_LENGTH
+    line = f"/invocations 200 {quote(name, safe='')} 0.01".encode()
+    r = receiver()
+    for report in front_metrics.reports(TOKEN, [line]):
+        r.handle(report)
+    assert f'model="{label_text(name)}",route="/invocations",status="200"}} 1.0' in text(r.metrics)
+
+
 def test_parse_checks_every_field():
     assert parse_request(b"/ping 200 - 0.001") == FrontRequest("/ping", 200, "", 0.001)
     assert parse_request(b"/invocations 404 a b c 0.5") == FrontRequest(
         "/invocations", 404, "a b c", 0.5
     )
     assert parse_request(b"/anything 200 m 0.1").route == "other"  # type: ignore[union-attr]
+    # tfs.js's requestModel percent-encodes the name a request gives (opaque on multi-model)
+    assert parse_request(b"/models 409 %C3%BCber%20model%2Fx 0.2") == FrontRequest(
+        "/models", 409, "\u00fcber model/x", 0.2
+    )
     for bad in (b"/ping 200 0.1", b"/ping x m 0.1", b"/ping 999 m 0.1", b"/ping 200 m nan"):
         assert parse_request(bad) is None
 

@@ -165,7 +165,7 @@ import requests
 
 def handler(data, context):
     reply = requests.post(context.rest_uri, data=data.read(), timeout=context.timeout)
-    return json.dumps({"model": context.model_name, "answer": reply.json()})
+    return json.dumps({"model": context.model_name, "answer": reply.json()}), None
 """
 
 

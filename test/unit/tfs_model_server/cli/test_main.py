@@ -14,8 +14,10 @@ def _tf_log_level(monkeypatch) -> None:
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")  # main() sets a default when unset
 
 
-def test_help_prints_the_usage_and_exits_255_as_tf_serving_does(capsys) -> None:
-    assert main(["--help"]) == 255  # tensorflow_model_server's main() returns -1
+@pytest.mark.parametrize("flag", ["--help", "-h", "--helpfull"])
+def test_help_prints_the_usage_and_exits_0(capsys, flag) -> None:
+    """Help asked for is no error (tensorflow_model_server's main() returns -1: 255)."""
+    assert main([flag]) == 0
     assert capsys.readouterr().out.startswith("usage: tfs-model-server\nFlags:\n")
 
 
