@@ -65,7 +65,7 @@ class Pinger(RequestLoop):
         if isinstance(answer, str):
             failure = answer
         elif answer[0] != 200:
-            failure = f"/ping answered {answer[0]}"
+            failure = f"/ping answered {answer[0]}: {answer[1][:300].decode(errors='replace')}"
         else:
             return
         if len(self.failures) < 20:

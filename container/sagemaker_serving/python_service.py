@@ -158,6 +158,8 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)
     watch = InstanceWatch(config.rest_ports) if config.multi_model else None
+    if watch is not None:
+        watch.start()  # in this worker, before its first /ping
     app.add_route("/ping", Ping(handlers, watch))
     app.add_route("/metrics", Metrics(metrics, placement))
     if config.multi_model:

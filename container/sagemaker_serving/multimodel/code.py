@@ -96,8 +96,8 @@ class ModelCode:
                 return current or model  # unloaded, or another worker revived it
             if handler_pool.running(Path(current.handlers)) and not taken_over:
                 return current
-            why = "their socket was taken over" if taken_over else "they are gone"
-            log.error("the handler processes of model %s: %s; starting them again", model.name, why)
+            why = "lost their socket to another process" if taken_over else "are gone"
+            log.error("the handler processes of model %s %s: starting them again", model.name, why)
             deadline = time.monotonic() + self.environments.load_timeout_seconds
             pool_dir = self.environments.restart(
                 current.environment, current.internal_name, deadline

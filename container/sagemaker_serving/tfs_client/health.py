@@ -110,8 +110,9 @@ class InstanceWatch:
     busy loading models answers late, but it is up: a multi-model /ping asks this, never the
     model server itself, so it answers within milliseconds whatever the loads do.
 
-    The thread starts on first use in each process (gunicorn forks its workers after the app
-    is made)."""
+    The thread starts in each process that uses it (`start`, also on first use): a worker
+    starts it as it makes its app, so its first /ping finds the probes' answers there (a first
+    round that had to wait on a model server busy with a load answered 503)."""
 
     def __init__(self, rest_ports: Collection[int], every: float = 0.5, timeout: float = 5.0):
         self.rest_ports = list(rest_ports)
@@ -125,7 +126,7 @@ class InstanceWatch:
     def problem(self, wait: float = 1.0) -> str | None:
         """None when every instance is up; else what is not (waits up to `wait` s for the
         first round of probes in this process)."""
-        self._start()
+        self.start()
         self._first.wait(wait)
         now = time.monotonic()
         for index, port in enumerate(self.rest_ports):
@@ -142,7 +143,7 @@ class InstanceWatch:
         """Whether this process has the first round of answers (problem() need not wait)."""
         return self._started_in == os.getpid() and self._first.is_set()
 
-    def _start(self) -> None:
+    def start(self) -> None:
         with self._lock:
             if self._started_in == os.getpid():
                 return

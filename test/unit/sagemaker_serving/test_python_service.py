@@ -133,3 +133,39 @@ def test_what_escapes_the_app_before_an_answer_is_a_json_500():
     assert reply.status_code == 500
     assert reply.json == {"error": "Internal Server Error", "request_id": "r-9"}
     assert reply.headers["Content-Type"] == "application/json"
+
+
+def test_a_workers_first_ping_finds_the_model_servers_already_asked(make_app):
+    """A multi-model worker asks the model servers from the moment it makes its app: its
+    first /ping, however late a busy model server answers (1.5 s here, a load in progress),
+    reads the answer instead of waiting for it (it waited 1 s, then answered 503)."""
+    import http.server
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    answered = threading.Event()
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            time.sleep(1.5)
+            body = b'{"model_version_status": []}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            answered.set()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = make_app(SimpleNamespace(rest_port=server.server_address[1], grpc_port=1),
+                          multi_model=True)  # fmt: skip
+        assert answered.wait(30), "the worker did not ask the model server before its /ping"
+        assert client.simulate_get("/ping").status_code == 200
+    finally:
+        server.shutdown()
+        server.server_close()
