@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,10 @@ from sagemaker_serving.environments.messages import (
     make_response,
     response_meta,
 )
+from sagemaker_serving.environments.model_server import ModelServerFailure, ModelServerHop
 from sagemaker_serving.errors import brief
 from sagemaker_serving.user_code import contract as handler_contract
-from sagemaker_serving.user_code import fork_guard
+from sagemaker_serving.user_code import defaults, fork_guard
 from sagemaker_serving.user_code.handler_api import HandlerError
 from sagemaker_serving.user_code.loading import Handlers, UserCodeError, load_handlers
 
@@ -250,17 +252,21 @@ def _callback(fn: str, context: Any, header: dict[str, Any], body: bytes) -> tup
     return data, reply.get("content_type")
 
 
-def remote_default_input_handler(data: Any, context: Any) -> bytes:
-    """default_input_handler in a handler process: the service's built-in formats convert."""
-    body = data.read() if hasattr(data, "read") else handler_contract.as_bytes(data)
-    result, _ = _callback("default_input_handler", context, {}, body or b"")
-    return result
+class RemoteDefaults:
+    """default_input_handler and default_output_handler in a handler process: the service's
+    built-in formats convert (user_code/defaults.py)."""
 
+    def request(self, data: Any, context: Any) -> bytes:
+        body = data.read() if hasattr(data, "read") else handler_contract.as_bytes(data)
+        result, _ = _callback("default_input_handler", context, {}, body or b"")
+        return result
 
-def remote_default_output_handler(response: Any, context: Any) -> tuple[bytes, str]:
-    meta, content = response_meta(response)
-    body, content_type = _callback("default_output_handler", context, {"response": meta}, content)
-    return body, str(content_type)
+    def answer(self, response: Any, context: Any) -> tuple[bytes, str]:
+        meta, content = response_meta(response)
+        body, content_type = _callback(
+            "default_output_handler", context, {"response": meta}, content
+        )
+        return body, str(content_type)
 
 
 class Worker:
@@ -272,6 +278,7 @@ class Worker:
         self.calls = 0  # in progress
         self._active = threading.Condition()
         self._deadlines: dict[int, float] = {}  # thread -> the deadline of the call it runs
+        self.model_server = ModelServerHop()
         self._sockets: set[socket.socket] = set()  # the listener and every connection
         # a child the user's code forks closes them all: it can never answer a call
         fork_guard.close_in_children(self._socket_fds)
@@ -281,11 +288,7 @@ class Worker:
 
     def run(self) -> int:
         ready = os.fdopen(self.args.ready_fd, "w", buffering=1)
-        import sagemaker_serving  # before the user's code imports the default handlers
-
-        sagemaker_serving.use_default_handlers(
-            remote_default_input_handler, remote_default_output_handler
-        )
+        defaults.install(RemoteDefaults())
         try:
             self.handlers = load_handlers(
                 Path(self.args.code_dir), self.args.module, self.args.path
@@ -320,13 +323,13 @@ class Worker:
                     header, body = frame
                     if header.get("op") == "hello":
                         protocol.write_frame(conn, self._hello())
-                    elif header.get("op") == "call":
+                    elif header.get("op") == "run":
                         deadline = float((header.get("context") or {}).get("deadline") or "inf")
                         with self._active:
                             self.calls += 1
                             self._deadlines[threading.get_ident()] = deadline
                         try:
-                            reply, answer = self.call(header, body)
+                            reply, answer = self.run_request(header, body)
                             protocol.write_frame(conn, {**reply, "id": header.get("id")}, answer)
                         finally:
                             with self._active:
@@ -363,33 +366,59 @@ class Worker:
     def _hello(self) -> dict[str, Any]:
         return {"op": "ready", "functions": self.handlers.names, "pid": os.getpid()}
 
-    def call(self, header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
-        role = str(header.get("fn"))
-        fn = getattr(self.handlers, role, None) if role in self.handlers.names else None
+    def run_request(self, header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+        """The request's whole chain here: `handler`, or input_handler, the model server and
+        output_handler (without one, the model server's answer goes back for the built-in
+        formats). The reply says how long each step took (the service's metrics)."""
         context = make_context(header["context"])
         _local.request_id = context.request_id
         _local.call_id = header.get("id")
+        handlers, took = self.handlers, dict[str, float]()
         try:
-            if fn is None:
-                raise RuntimeError(f"inference.py has no {role}")
-            if role == "output_handler":
-                value = fork_guard.call(fn, make_response(header["response"], body), context)
-            else:
-                value = fork_guard.call(fn, io.BytesIO(body), context)
-            if role == "input_handler":
-                return {"op": "result", "ok": True}, handler_contract.request_body(value, fn)
-            answer, content_type = handler_contract.answer(value, fn, role)
-            return {"op": "result", "ok": True, "content_type": content_type}, answer
+            if handlers.handler is not None:
+                with _timed(took, "handler"):
+                    value = fork_guard.call(handlers.handler, io.BytesIO(body), context)
+                answer, content_type = handler_contract.answer(value, handlers.handler, "handler")
+                return _result(took, content_type=content_type), answer
+            if handlers.input_handler is None:
+                raise RuntimeError("inference.py has no input_handler")
+            with _timed(took, "input_handler"):
+                value = fork_guard.call(handlers.input_handler, io.BytesIO(body), context)
+            request = handler_contract.request_body(value, handlers.input_handler)
+            with _timed(took, "model_server"):
+                meta, content = self.model_server.post(context.rest_uri, request, context.deadline)
+            if handlers.output_handler is None:
+                return _result(took, response=meta), content
+            with _timed(took, "output_handler"):
+                response = make_response(meta, content)
+                value = fork_guard.call(handlers.output_handler, response, context)
+            answer, content_type = handler_contract.answer(value, handlers.output_handler)
+            return _result(took, content_type=content_type, model_status=meta["status"]), answer
         except HandlerError as exc:
             return _failed(exc.http_status, exc.message), b""
+        except ModelServerFailure as exc:
+            return _failed(exc.status, exc.message), b""
         except handler_contract.HandlerResultError as exc:
             log.error("%s", exc.message, exc_info=exc)
             return _failed(500, exc.message), b""
         except BaseException as exc:  # SystemExit and the like too: the thread serves on
-            log.exception("%s failed", role)
+            log.exception("a handler failed")
             return _failed(500, f"{type(exc).__name__}: {exc}"), b""
         finally:
             _local.request_id = _local.call_id = None
+
+
+@contextlib.contextmanager
+def _timed(took: dict[str, float], step: str) -> Iterator[None]:
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        took[step] = time.monotonic() - started
+
+
+def _result(took: dict[str, float], **fields: Any) -> dict[str, Any]:
+    return {"op": "result", "ok": True, "took": took, **fields}
 
 
 def _failed(status: int, message: str) -> dict[str, Any]:

@@ -2,18 +2,21 @@
 
 A frame: its length (8 bytes, big-endian), a JSON header, a newline, then the raw body.
 
-    service -> host   {"op": "call", "id": N, "fn": "input_handler", "context": {...}} + data
-                      {"op": "call", "id": N, "fn": "output_handler", "context": {...},
+    service -> host   {"op": "run", "id": N, "context": {...}}                  + data
+    host -> service   {"op": "result", "id": N, "ok": true, "took": {step: seconds},
+                       "content_type": "..." | null, "model_status": 200}     + answer
+                      {"op": "result", "id": N, "ok": true, "took": {...},
                        "response": {"status": 200, "reason": "OK", "headers": {...},
-                                    "url": "..."}}                              + content
-    host -> service   {"op": "result", "id": N, "ok": true, "content_type": "..." | null}
-                                                                                + body
+                                    "url": "..."}}              + the model server's answer
                       {"op": "result", "id": N, "ok": false, "status": 500, "message": "..."}
     host -> service   {"op": "callback", "id": N, "fn": "default_input_handler", ...} (the
                       built-in formats run in the service)
     service -> host   {"op": "reply", "id": N, "ok": ..., ...}                  + body
     service -> host   {"op": "hello"}  ->  {"op": "ready", "functions": [...], "pid": N}
 
+A request crosses once: the host runs the whole chain (input_handler, the model server,
+output_handler; or handler) and answers with the result, or with the model server's answer
+when it has no output_handler (the service's built-in formats write it).
 Every frame of a call carries the call's id: a frame with another id is a ForeignFrame (the
 connection is dropped), never taken as this call's answer.
 

@@ -1,10 +1,11 @@
-"""The service's side of a handler pool: calls from a gunicorn worker's event loop.
+"""The service's side of a handler pool: requests from a gunicorn worker's event loop.
 
-Each worker keeps up to `size` connections to the pool's socket (a call holds one, so at
-most `size` calls of the worker run in the pool at once). A call is sent with the request's
-context and answered within the request's deadline (504 past it: the connection is dropped,
-the handler runs on in its process). While a call runs, the handler may ask for the built-in
-formats (default_input_handler, default_output_handler): `Callbacks` answers those here.
+Each worker keeps up to `size` connections to the pool's socket (a request holds one, so at
+most `size` requests of the worker run in the pool at once). A request crosses once: its body
+and context go to the pool, which runs the whole chain (input_handler, the model server,
+output_handler) and answers within the request's deadline (504 past it: the connection is
+dropped, the handlers run on in their process). While it runs, a handler may ask for the
+built-in formats (default_input_handler, default_output_handler): `Callbacks` answers those.
 """
 
 from __future__ import annotations
@@ -61,25 +62,15 @@ class HandlerPool:
     def has(self, fn: str) -> bool:
         return fn in self.functions
 
-    async def call(
-        self,
-        fn: str,
-        body: bytes,
-        context: Context,
-        callbacks: Callbacks,
-        response: dict[str, Any] | None = None,
-    ) -> tuple[bytes, str | None]:
-        """fn(body or response, context) in the pool: (its body, its content type or None);
-        its HandlerError as StatusError with the handler's status."""
+    async def run(
+        self, body: bytes, context: Context, callbacks: Callbacks
+    ) -> tuple[dict[str, Any], bytes | bytearray]:
+        """The request's whole chain in the pool (host.py's run_request), in one exchange: the
+        reply header (`content_type` and `model_status` of the handlers' answer, or `response`:
+        the model server's, for the built-in formats; `took`: each step's seconds) and body.
+        Its HandlerError as StatusError with the handler's status."""
         call_id = next(_call_ids)
-        header: dict[str, Any] = {
-            "op": "call",
-            "id": call_id,
-            "fn": fn,
-            "context": context_fields(context),
-        }
-        if response is not None:
-            header["response"] = response
+        header: dict[str, Any] = {"op": "run", "id": call_id, "context": context_fields(context)}
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.size)
             self._loop = asyncio.get_running_loop()
@@ -97,25 +88,26 @@ class HandlerPool:
                     self._idle.append((reader, writer))
         except TimeoutError:
             raise HandlerProcessError(
-                f"{fn} did not finish within the request's time limit", 504
+                "The handlers did not finish within the request's time limit", 504
             ) from None
         except protocol.ForeignFrame as exc:  # the connection was dropped (writer.close)
-            log.error("a handler process's answer to %s was not its own: %s", fn, exc)
+            log.error("a handler process's answer was not its own: %s", exc)
             raise HandlerProcessError(
-                f"The handler process answered {fn} with a frame of another call "
+                "The handler process answered with a frame of another call "
                 "(its connection was dropped: see the log)",
                 500,
             ) from None
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
             self.unreachable = True  # a crash, or the whole pool gone: code.py looks
-            log.error("the handler process ended while running %s: %r", fn, exc)
+            log.error("the handler process ended while running the handlers: %r", exc)
             raise HandlerProcessError(
-                f"The handler process ended while running {fn} (it may have crashed: see the log)",
+                "The handler process ended while running the handlers (it may have crashed: "
+                "see the log)",
                 500,
             ) from None
         if not reply.get("ok"):
             raise StatusError(str(reply.get("message")), int(reply.get("status", 500)))
-        return data, reply.get("content_type")
+        return reply, data
 
     async def _exchange(self, reader, writer, header, body, context, callbacks):
         await protocol.awrite_frame(writer, header, body)

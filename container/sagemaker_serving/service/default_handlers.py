@@ -1,5 +1,6 @@
 """The built-in formats: what the service does without user code, and what a handler calls to
-leave the conversion to it (`default_input_handler`, `default_output_handler`).
+leave the conversion to it (`default_input_handler`, `default_output_handler`: user_code/
+defaults.py, which each worker points at its BuiltinFormats).
 
 The rules are the fast path's (nginx/tfs.js), so every path answers alike; the
 cases are in test/support/format_cases.py. Without handlers, binary payloads that fit the
@@ -10,9 +11,6 @@ REST answers.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from contextvars import ContextVar
 from typing import Any
 
 import tfs_rest_json
@@ -28,7 +26,7 @@ from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.rest import error_text
 from sagemaker_serving.user_code.handler_api import Context, HandlerError
 
-__all__ = ["BuiltinFormats", "default_input_handler", "default_output_handler"]
+__all__ = ["BuiltinFormats"]
 
 LARGE_PAYLOAD = 64 * 1024  # bytes: a conversion of more runs on a thread (placement.py)
 
@@ -42,21 +40,12 @@ class BuiltinFormats:
         self.client = client
         self.metrics = metrics
 
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        """While a request runs: the instance default_input_handler uses."""
-        token = _ACTIVE.set(self)
-        try:
-            yield
-        finally:
-            _ACTIVE.reset(token)
-
     def may_wait(self, context: Context, size: int) -> bool:
         """Whether `request` may take a while: a large payload, or a binary one, which needs
         the model's signature from the model server."""
         return size > LARGE_PAYLOAD or media_type(context.request_content_type) in BINARY_TYPES
 
-    def request(self, data: Any, context: Context, tensors: bool) -> ModelRequest | TensorRequest:
+    def decode(self, data: Any, context: Context, tensors: bool) -> ModelRequest | TensorRequest:
         """The client's payload as a TF Serving REST request, or (`tensors`) as Predict
         tensors where the payload fits the model's input as it is. Raises PayloadError."""
         body = data.read()
@@ -76,9 +65,15 @@ class BuiltinFormats:
         self._records(decoded.records)
         return decoded
 
+    def request(self, data: Any, context: Context) -> bytes:
+        """default_input_handler: the TF Serving REST request body for the payload."""
+        request = self.decode(data, context, tensors=False)
+        assert isinstance(request, ModelRequest)
+        return request.body
+
     def answer(self, response: Any, context: Context) -> tuple[bytes, str]:
-        """A model server's REST answer as Accept asks; its errors as HandlerError (its
-        status and message)."""
+        """A model server's REST answer as Accept asks (default_output_handler too); its
+        errors as HandlerError (its status and message)."""
         if response.status_code != 200:
             raise HandlerError(error_text(response), response.status_code)
         return encode_response(response.content, context.accept_header)
@@ -94,8 +89,7 @@ class BuiltinFormats:
     def _metadata(self, context: Context) -> dict:
         if self.client is None:
             raise RuntimeError(
-                "The built-in binary formats need the model's signature: call "
-                "default_input_handler from a handler the service runs"
+                "The built-in binary formats need the model's signature from the model server"
             )
         model = context.model_name or context.default_model_name
         return self.client.metadata(model, context.model_version, context.deadline)
@@ -103,23 +97,3 @@ class BuiltinFormats:
     def _records(self, count: int | None) -> None:
         if self.metrics is not None:
             self.metrics.records(count)
-
-
-_ACTIVE: ContextVar[BuiltinFormats | None] = ContextVar("builtin_formats", default=None)
-
-
-def default_input_handler(data: Any, context: Context) -> bytes:
-    """The built-in input conversion, for an `input_handler`: the TF Serving REST request body
-    the container would send for this payload without user code (JSON, JSON Lines, CSV,
-    images, .npy, tf.Example). Raises HandlerError-like errors with a 4xx status."""
-    formats = _ACTIVE.get() or BuiltinFormats(None)
-    request = formats.request(data, context, tensors=False)
-    assert isinstance(request, ModelRequest)
-    return request.body
-
-
-def default_output_handler(response: Any, context: Context) -> tuple[bytes, str]:
-    """The built-in output conversion, for an `output_handler`: (body, content type) as the
-    request's Accept asks (JSON, JSON Lines or CSV); a model server error is re-raised as
-    HandlerError with its status and message."""
-    return (_ACTIVE.get() or BuiltinFormats(None)).answer(response, context)

@@ -1,10 +1,12 @@
 """Handler processes (host.py) started, called (remote.py), crashed, restarted and stopped
-(pool.py): real processes on a unix socket, no server."""
+(pool.py): real processes on a unix socket; the model server they call is a loopback HTTP
+server that echoes what it is sent (status 400 for a request that says "fail-400")."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.server
 import os
 import subprocess
 import sys
@@ -55,11 +57,46 @@ def output_handler(response, context):
 """
 
 
+class _Echo(http.server.BaseHTTPRequestHandler):
+    """A model server that answers a predict with the request it got."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        status = 400 if b"fail-400" in body else 200
+        answer = b'{"error": "failed"}' if status == 400 else body
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module", autouse=True)
+def model_server() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    MODEL_SERVER[:] = [f"http://127.0.0.1:{server.server_address[1]}/v1/models/m:predict"]
+    try:
+        yield MODEL_SERVER[0]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+MODEL_SERVER: list[str] = []
+
+
 def context(seconds: float = 30.0, **fields) -> Context:
     values = dict.fromkeys(Context._fields)
     values.update(
         grpc_port=9000, request_id="rid-1", accept_header="application/json", timeout=seconds
     )
+    values["rest_uri"] = MODEL_SERVER[0]
     values["deadline"] = time.monotonic() + seconds
     values.update(fields)
     return Context(**values)
@@ -99,11 +136,14 @@ async def callbacks(fn, header, body, ctx):
     return {"ok": True, "content_type": "application/json"}, b'{"error": "from the service"}'
 
 
-def call(spec, fn, body, ctx=None, response=None, size=4) -> tuple[bytes, str | None]:
+def call(spec, body, ctx=None, size=4) -> tuple[bytes, str | None]:
+    """A request through the pool's handlers: the answer's body and content type."""
+
     async def go():
         remote = HandlerPool(spec.socket, ("input_handler", "output_handler"), size=size)
         try:
-            return await remote.call(fn, body, ctx or context(), callbacks, response)
+            reply, data = await remote.run(body, ctx or context(), callbacks)
+            return bytes(data), reply.get("content_type")
         finally:
             remote.close()
 
@@ -116,18 +156,15 @@ def test_handlers_run_in_the_pool_with_the_requests_context(running):
         "input_handler",
         "output_handler",
     ]
-    body, content_type = call(spec, "input_handler", b"hello")
-    assert content_type is None and b'"body": "hello"' in body and b'"id": "rid-1"' in body
-    meta = {"status": 200, "reason": "OK", "headers": {"Content-Type": "text/plain"}, "url": "u"}
-    assert call(spec, "output_handler", b"answer", response=meta) == (b"ANSWER", "text/plain")
+    body, content_type = call(spec, b"hello")  # input_handler -> the model -> output_handler
+    assert content_type == "text/plain" and b'"BODY": "HELLO"' in body and b'"ID": "RID-1"' in body
 
 
 def test_the_default_handlers_ask_the_service(running):
     spec, proc = running
     pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
-    assert call(spec, "input_handler", b"builtin") == (b"built-in:", None)  # data was read
-    meta = {"status": 500, "reason": "", "headers": {}, "url": ""}
-    body, content_type = call(spec, "output_handler", b"{}", response=meta)
+    assert call(spec, b"builtin") == (b"BUILT-IN:", "text/plain")  # its data was read
+    body, content_type = call(spec, b"fail-400")  # output_handler leaves an error to it
     assert (body, content_type) == (b'{"error": "from the service"}', "application/json")
 
 
@@ -135,10 +172,10 @@ def test_errors_keep_their_status_and_a_broken_contract_is_a_500(running):
     spec, proc = running
     pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
     with pytest.raises(StatusError) as refused:
-        call(spec, "input_handler", b"refuse")
+        call(spec, b"refuse")
     assert (refused.value.status, refused.value.message) == (422, "no thanks")
     with pytest.raises(StatusError) as wrong:
-        call(spec, "input_handler", b"wrong")
+        call(spec, b"wrong")
     assert wrong.value.status == 500
     assert wrong.value.message.startswith("input_handler (inference.py, line 5) returned dict")
 
@@ -147,14 +184,14 @@ def test_a_crash_is_a_500_and_the_pool_starts_another_process(running):
     spec, proc = running
     pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
     with pytest.raises(HandlerProcessError) as crashed:
-        call(spec, "input_handler", b"crash")
+        call(spec, b"crash")
     assert crashed.value.status == 500
-    assert "ended while running input_handler" in crashed.value.message
+    assert "ended while running the handlers" in crashed.value.message
     deadline = time.monotonic() + 60
     pids = set()
     while len(pids) < 2 and time.monotonic() < deadline:  # both processes answer again
         try:
-            pids.add(bytes(call(spec, "input_handler", b"x")[0]).split(b",")[0])
+            pids.add(bytes(call(spec, b"x")[0]).split(b",")[0])
         except StatusError:
             time.sleep(0.1)
     assert len(pids) == 2 and proc.poll() is None
@@ -164,7 +201,7 @@ def test_a_call_past_the_deadline_is_a_504(running):
     spec, proc = running
     pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
     with pytest.raises(HandlerProcessError) as slow:
-        call(spec, "input_handler", b"slow", context(seconds=0.5))
+        call(spec, b"slow", context(seconds=0.5))
     assert slow.value.status == 504
 
 
@@ -182,7 +219,7 @@ def test_handlers_that_never_return_cannot_pile_up_threads(tmp_path):
         threads = []
         for _ in range(3 * MAX_ABANDONED_CALLS):
             with pytest.raises(HandlerProcessError):
-                call(spec, "input_handler", b"sleep 3600", context(seconds=0.05), size=1)
+                call(spec, b"sleep 3600", context(seconds=0.05), size=1)
             workers = psutil.Process(proc.pid).children()
             threads += [w.num_threads() for w in workers if w.is_running()]
         assert max(threads) <= MAX_ABANDONED_CALLS + 3, threads  # + the main and idle ones
@@ -190,7 +227,7 @@ def test_handlers_that_never_return_cannot_pile_up_threads(tmp_path):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             with contextlib.suppress(HandlerProcessError):
-                assert b'"body": "x"' in call(spec, "input_handler", b"x")[0]
+                assert b'"BODY": "X"' in call(spec, b"x")[0]
                 break
             time.sleep(0.1)
         else:
@@ -212,13 +249,13 @@ def test_a_socket_taken_over_by_another_pool_is_detected(tmp_path):
     try:
         for spec, proc in zip((a, b), procs, strict=True):
             pool.wait_ready(spec.directory, time.monotonic() + 60, lambda p=proc: p.poll() is None)
-        assert b'"body": "mine"' in call(a, "input_handler", b"mine")[0]
+        assert b'"BODY": "MINE"' in call(a, b"mine")[0]
         os.replace(b.socket, a.socket)  # a's path now leads to b's processes
 
         async def go():
             remote = HandlerPool(a.socket, ("input_handler",), size=1)
             with pytest.raises(HandlerProcessError) as taken:
-                await remote.call("input_handler", b"x", context(), callbacks)
+                await remote.run(b"x", context(), callbacks)
             return taken.value, remote.unreachable, await remote.alive()
 
         error, unreachable, alive = asyncio.run(go())
@@ -235,7 +272,7 @@ def test_a_socket_taken_over_by_another_pool_is_detected(tmp_path):
 def test_an_unreachable_pool_is_a_503(tmp_path):
     spec = spec_for(tmp_path, CODE)
     with pytest.raises(HandlerProcessError) as down:
-        call(spec, "input_handler", b"x")
+        call(spec, b"x")
     assert down.value.status == 503
     pool.stop(spec.directory, time.monotonic() + 1)
 
@@ -261,7 +298,7 @@ def test_a_detached_pool_outlives_its_starter_and_stops(tmp_path):
     assert functions == ["input_handler", "output_handler"]
     master = int((spec.directory / "pid").read_text())
     assert os.getpgid(master) == master  # a session of its own
-    assert b"hello" in call(spec, "input_handler", b"hello")[0]
+    assert b"HELLO" in call(spec, b"hello")[0]
     pool.stop(spec.directory, time.monotonic() + 10)
     assert not spec.directory.exists()
     assert gone(master)
@@ -280,15 +317,15 @@ def test_errors_are_brief_and_a_status_outside_4xx_5xx_is_a_500(running):
     spec, proc = running
     pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
     with pytest.raises(StatusError) as long:
-        call(spec, "input_handler", b"long")
+        call(spec, b"long")
     assert long.value.status == 422 and len(long.value.message) < 5000
     with pytest.raises(StatusError) as ok:
-        call(spec, "input_handler", b"status 200")
+        call(spec, b"status 200")
     assert ok.value.status == 500
     with pytest.raises(StatusError) as exited:
-        call(spec, "input_handler", b"exit")
+        call(spec, b"exit")
     assert (exited.value.status, exited.value.message) == (500, "SystemExit: 3")
-    assert call(spec, "input_handler", b"after")[0]  # the process served on
+    assert call(spec, b"after")[0]  # the process served on
 
 
 def test_waiting_for_a_free_connection_ends_at_the_deadline(running):
@@ -297,8 +334,8 @@ def test_waiting_for_a_free_connection_ends_at_the_deadline(running):
 
     async def two_calls():
         remote = HandlerPool(spec.socket, ("input_handler",), size=1)
-        slow = remote.call("input_handler", b"sleep 3", context(10), callbacks)
-        queued = remote.call("input_handler", b"x", context(0.5), callbacks)
+        slow = remote.run(b"sleep 3", context(10), callbacks)
+        queued = remote.run(b"x", context(0.5), callbacks)
         results = await asyncio.gather(slow, queued, return_exceptions=True)
         remote.close()
         return results
@@ -331,11 +368,11 @@ def test_a_stop_lets_the_call_in_progress_answer(tmp_path):
     answers = []
 
     def slow_call():
-        answers.append(call(spec, "input_handler", b"sleep 1.5"))
+        answers.append(call(spec, b"sleep 1.5"))
 
     thread = threading.Thread(target=slow_call)
     thread.start()
     time.sleep(0.5)  # the call is running in the handler process
     pool.stop(spec.directory, time.monotonic() + 10)
     thread.join(30)
-    assert answers and b'"body": "sleep 1.5"' in answers[0][0]
+    assert answers and b'"BODY": "SLEEP 1.5"' in answers[0][0]

@@ -96,9 +96,10 @@ def test_the_pool_never_delivers_an_answer_to_another_call(tmp_path):
 
     async def calls():
         with pytest.raises(HandlerProcessError) as refused:
-            await pool.call("input_handler", b"x", Context(**values), None)
+            await pool.run(b"x", Context(**values), None)
         assert refused.value.status == 500 and "another call" in refused.value.message
-        return await pool.call("input_handler", b"x", Context(**values), None)
+        reply, body = await pool.run(b"x", Context(**values), None)
+        return bytes(body), reply["content_type"]
 
     try:
         assert host.stdout is not None and host.stdout.readline() == "ready\n"

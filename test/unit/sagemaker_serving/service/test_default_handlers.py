@@ -19,6 +19,7 @@ from sagemaker_serving.service.default_handlers import BuiltinFormats
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.errors import ModelServerError
+from sagemaker_serving.user_code import defaults
 from sagemaker_serving.user_code.handler_api import Context, HandlerError
 
 
@@ -48,21 +49,21 @@ def formats(tfs_server) -> BuiltinFormats:
 
 
 def test_json_passes_through_as_a_rest_body(formats):
-    request = formats.request(io.BytesIO(b'{"instances": [1]}'), context(), tensors=True)
+    request = formats.decode(io.BytesIO(b'{"instances": [1]}'), context(), tensors=True)
     assert isinstance(request, ModelRequest) and request.body == b'{"instances": [1]}'
 
 
 def test_binary_payloads_become_tensors_by_the_models_signature(formats):
-    request = formats.request(npy(1.0, 2.0), context("application/x-npy"), tensors=True)
+    request = formats.decode(npy(1.0, 2.0), context("application/x-npy"), tensors=True)
     assert isinstance(request, TensorRequest)
     assert request.inputs["x"].tolist() == [1.0, 2.0]
-    rest = formats.request(npy(1.0), context("application/x-npy"), tensors=False)
+    rest = formats.decode(npy(1.0), context("application/x-npy"), tensors=False)
     assert isinstance(rest, ModelRequest) and json.loads(rest.body) == {"instances": [1.0]}
 
 
 def test_a_model_the_server_lacks_is_its_404(formats):
     with pytest.raises(ModelServerError) as info:
-        formats.request(npy(1.0), context("application/x-npy", model_name="absent"), True)
+        formats.decode(npy(1.0), context("application/x-npy", model_name="absent"), True)
     assert info.value.status == 404 and "absent" in info.value.message
 
 
@@ -82,20 +83,27 @@ def test_tensor_answers_are_written_as_tf_servings_rest_text(formats):
     assert json.loads(body) == {"predictions": [2.5, 3.0]} and content_type == "application/json"
 
 
-def test_the_default_handlers_outside_a_request(tfs_server):
+def test_the_default_handlers_outside_the_container(tfs_server):
+    """A user's own test of inference.py: the built-in formats without a model server."""
+    defaults._installed.clear()
     body = default_input_handler(io.BytesIO(b"1.0\n2.0\n"), context("text/csv"))
     assert json.loads(body) == {"instances": [1.0, 2.0]}
     with pytest.raises(RuntimeError, match="signature"):
         default_input_handler(npy(1.0), context("application/x-npy"))
-    uri = f"http://127.0.0.1:{tfs_server.rest_port}/v1/models/half_plus_two:predict"
-    reply = requests.post(uri, data=body, timeout=10)
-    assert default_output_handler(reply, context(accept="application/jsonlines")) == (
-        b"2.5\n3.0\n",
-        "application/jsonlines",
-    )
 
 
-def test_the_default_input_handler_uses_the_active_requests_formats(formats):
-    with formats.active():
-        body = default_input_handler(npy(4.0), context("application/x-npy"))
-    assert json.loads(body) == {"instances": [4.0]}
+def test_the_default_handlers_use_the_formats_installed_in_the_process(formats, tfs_server):
+    defaults.install(formats)
+    try:
+        body = default_input_handler(io.BytesIO(b"1.0\n2.0\n"), context("text/csv"))
+        assert json.loads(body) == {"instances": [1.0, 2.0]}
+        body = default_input_handler(npy(4.0), context("application/x-npy"))  # the signature
+        assert json.loads(body) == {"instances": [4.0]}
+        uri = f"http://127.0.0.1:{tfs_server.rest_port}/v1/models/half_plus_two:predict"
+        reply = requests.post(uri, data=b'{"instances": [1.0, 2.0]}', timeout=10)
+        assert default_output_handler(reply, context(accept="application/jsonlines")) == (
+            b"2.5\n3.0\n",
+            "application/jsonlines",
+        )
+    finally:
+        defaults._installed.clear()

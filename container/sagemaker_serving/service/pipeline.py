@@ -1,0 +1,161 @@
+"""One request, top-down: decode -> input handler -> model server -> output handler -> encode.
+
+Where each step runs is decided here, from what the handlers are: the user's functions on the
+worker's event loop or threads (placement.py); the whole chain in a handler process of their
+own, crossed to once (environments/remote.py); the built-in formats (default_handlers.py) where
+the user wrote no function. Each result is held to the handler contract where it is returned
+(user_code/contract.py).
+
+The answer's status: 200, or the model server's error status when it answered one and
+output_handler made the answer from it (a pass-through `return response.content,
+context.accept_header` answers a wrong shape 400 with TF Serving's body, not 200: a failed
+prediction never looks like a success). Its content type: the handler's, unless none or a
+wildcard echoed from Accept (`*/*`): then the first concrete type Accept names, else
+application/json.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, NamedTuple
+
+from sagemaker_serving.config.body_formats import DEFAULT_TYPE
+from sagemaker_serving.environments.messages import make_response
+from sagemaker_serving.errors import StatusError
+from sagemaker_serving.formats.request import ModelRequest
+from sagemaker_serving.formats.tensors import TensorRequest
+from sagemaker_serving.service.default_handlers import LARGE_PAYLOAD, BuiltinFormats
+from sagemaker_serving.service.metrics import ServiceMetrics
+from sagemaker_serving.service.placement import Placement
+from sagemaker_serving.tfs_client import wire as tfs_wire
+from sagemaker_serving.tfs_client.client import ModelServerClient
+from sagemaker_serving.user_code import contract, fork_guard
+from sagemaker_serving.user_code.handler_api import Context
+from sagemaker_serving.user_code.loading import HandlerProcesses, Handlers
+from tfs_rest_json.model_version import is_model_version
+
+
+class Answer(NamedTuple):
+    body: bytes | bytearray
+    content_type: str
+    status: int = 200
+
+
+def concrete_type(accept: str | None) -> str:
+    """The first non-wildcard type in Accept, else DEFAULT_TYPE (application/json; never `*/*`)."""
+    for item in (accept or "").split(","):
+        media = item.split(";")[0].strip()
+        if media and "*" not in media:
+            return media
+    return DEFAULT_TYPE
+
+
+def made(body: Any, content_type: str | None, context: Context, model_status: int = 200) -> Answer:
+    """A handler's answer: its content type unless none or a wildcard; the model server's
+    status when the answer output_handler made it from (`model_status`) is an error."""
+    if not content_type or "*" in content_type:
+        content_type = concrete_type(context.accept_header)
+    failed = isinstance(model_status, int) and 400 <= model_status <= 599
+    return Answer(body, content_type, model_status if failed else 200)
+
+
+class Pipeline:
+    """The steps of a request in one worker, and what they run on."""
+
+    def __init__(
+        self,
+        placement: Placement,
+        client: ModelServerClient,
+        formats: BuiltinFormats,
+        metrics: ServiceMetrics,
+    ) -> None:
+        self.placement = placement
+        self.client = client
+        self.formats = formats
+        self.metrics = metrics
+
+    async def run(self, handlers: Handlers, data: io.BytesIO, context: Context) -> Answer:
+        if handlers.remote is not None:
+            return await self._in_handler_processes(handlers.remote, data, context)
+        if handlers.handler is not None:
+            with self.metrics.stage("handler"):  # it calls the model server: a thread
+                result = await self.placement.thread(
+                    fork_guard.call, handlers.handler, data, context
+                )
+            return made(*contract.answer(result, handlers.handler, "handler"), context)
+        with self.metrics.stage("input_handler"):
+            if handlers.input_handler is not None:
+                value = await self.placement.handler(handlers.input_handler, data, context)
+                request: Any = contract.request_body(value, handlers.input_handler)
+            else:
+                waits = self.formats.may_wait(context, len(data.getbuffer()))
+                request = await self.placement.ours(waits, self.formats.decode, data, context, True)
+        with self.metrics.stage("model_server"):
+            response = await self._model_server(request, context)
+        with self.metrics.stage("output_handler"):
+            if isinstance(request, TensorRequest):  # the built-in formats answer in tensors
+                answer = self.formats.tensor_answer
+                return Answer(*await self.placement.thread(answer, response, context))
+            if handlers.output_handler is not None:
+                result = await self.placement.handler(handlers.output_handler, response, context)
+                body, content_type = contract.answer(result, handlers.output_handler)
+                return made(body, content_type, context, response.status_code)
+            return await self._builtin_answer(response, context)
+
+    async def _model_server(self, request: Any, context: Context) -> Any:
+        if isinstance(request, TensorRequest):
+            return await self.placement.thread(self._tensor_predict, request, context)
+        body = request.body if isinstance(request, ModelRequest) else request
+        return await self.client.rest.arequest("POST", context.rest_uri, body, context.deadline)
+
+    async def _builtin_answer(self, response: Any, context: Context) -> Answer:
+        large = len(response.content) > LARGE_PAYLOAD
+        return Answer(*await self.placement.ours(large, self.formats.answer, response, context))
+
+    async def _in_handler_processes(
+        self, pool: HandlerProcesses, data: io.BytesIO, context: Context
+    ) -> Answer:
+        """The whole chain in the handlers' own processes, in one exchange; the built-in
+        output conversion here when they have no output_handler."""
+        reply, body = await pool.run(data.getvalue(), context, self._builtin_for_pool)
+        for step, seconds in (reply.get("took") or {}).items():
+            self.metrics.stage_took(str(step), float(seconds))
+        if "response" in reply:  # the model server's answer, for the built-in formats
+            response = make_response(reply["response"], body)
+            with self.metrics.stage("output_handler"):
+                return await self._builtin_answer(response, context)
+        return made(body, reply.get("content_type"), context, int(reply.get("model_status", 200)))
+
+    async def _builtin_for_pool(
+        self, fn: str, header: dict, body: bytes, context: Context
+    ) -> tuple[dict, bytes]:
+        """A handler process's default_input_handler or default_output_handler: the built-in
+        formats here (with the context the handler passed)."""
+        fields = header.get("context")
+        if isinstance(fields, dict):
+            context = Context(**{**fields, "channel": context.channel})
+        try:
+            if fn == "default_input_handler":
+                waits = self.formats.may_wait(context, len(body))
+                request = await self.placement.ours(
+                    waits, self.formats.request, io.BytesIO(body), context
+                )
+                return {"ok": True}, request
+            if fn == "default_output_handler":
+                response = make_response(header.get("response") or {"status": 200}, body)
+                answer = await self._builtin_answer(response, context)
+                return {"ok": True, "content_type": answer.content_type}, bytes(answer.body)
+            raise StatusError(f"No such built-in function: {fn}", 500)
+        except StatusError as exc:
+            return {"ok": False, "status": exc.status, "message": exc.message}, b""
+
+    def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
+        """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
+        version = int(context.model_version) if context.model_version else None
+        if version is not None and not is_model_version(version):
+            raise StatusError(f"tfs-model-version {version} is out of range", 400)
+        wire = tfs_wire.predict_request(
+            context.model_name or context.default_model_name, version, None, request.inputs
+        )
+        index = self.client.grpc_ports.index(context.grpc_port)
+        return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))
