@@ -41,6 +41,7 @@ from sagemaker_serving.config.env_values import (
     tf_boolean,
 )
 from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
+from sagemaker_serving.errors import StartupError
 
 DEFAULT_BODY_LIMIT_MB = MAX_PAYLOAD_IN_MB  # the largest body a Batch Transform job sends
 BATCH_MAX_ENQUEUED_BATCHES = 100_000_000
@@ -53,7 +54,7 @@ DEFAULT_ENVIRONMENT_MAX_DISK_MB = 4096
 LOG_FORMATS = ("text", "json")
 
 
-class SettingsError(ValueError):
+class SettingsError(StartupError):
     """A bad environment variable; the message starts with the variable's name."""
 
     def __init__(self, variable: str, problem: str) -> None:
