@@ -40,6 +40,7 @@ from sagemaker_serving.config.env_values import (
     text,
     tf_boolean,
 )
+from sagemaker_serving.config.log_setup import LOG_FORMATS
 from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 from sagemaker_serving.errors import StartupError
 
@@ -51,7 +52,6 @@ GUNICORN_WORKER_CLASSES = ("uvicorn", "gthread", "sync", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
 DEFAULT_PIP_MAX_MEMORY_MB = 2048  # pip needs about 130 MiB (numpy==1.26.4, measured)
 DEFAULT_ENVIRONMENT_MAX_DISK_MB = 4096
-LOG_FORMATS = ("text", "json")
 
 
 class SettingsError(StartupError):
