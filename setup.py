@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
     "falcon==4.4.0",
     "gunicorn==27.0.1",
     "requests==2.34.2",
+    "urllib3==2.8.0",  # requests' own; its Retry is tfs-batch-transform's retry policy
     "crc32c==2.9.post0",
     "psutil==7.2.2",
     "packaging==26.4",  # requirements.txt read and checked before pip sees it

@@ -1,4 +1,4 @@
-"""The error hierarchy and the one JSON error body of the Python service.
+"""The error hierarchy, the one JSON error body of the Python service, and start-up's errors.
 
 `StatusError` carries its HTTP status. Each layer raises its own subclass (tfs_client: the
 model server's answers, multimodel: the /models API, formats: undecodable payloads,
@@ -7,6 +7,10 @@ one too. `error_body` writes every JSON error body the service answers,
 `{"error": message, "request_id": id}`: the keys nginx's own error answers have
 (nginx/nginx.conf.template, tfs.js's sendError). service/error_answers.py maps exceptions to
 it on falcon's side.
+
+`StartupError` is the base of what stops serve before it starts anything (settings, model
+discovery, the front port, nginx's setup, the run directory, universal and user code): serve
+logs "cannot start: <message>" and exits 2.
 
 No answer names an internal address or path (`public_text`, applied by `error_body`): a
 loopback URL (the model server's, in a handler's `raise_for_status()`) becomes "the model
@@ -25,6 +29,10 @@ import re
 from collections.abc import Iterable, Mapping
 
 MAX_MESSAGE_CHARS = 4096  # an error message is brief: what is wrong, not a dump
+
+
+class StartupError(Exception):
+    """serve cannot start; the message says why. Each start-up step raises its own subclass."""
 
 
 class StatusError(Exception):

@@ -1,7 +1,11 @@
 """The Python service (gunicorn + falcon, behind nginx): its wiring, run by serve as
 
-    python -m sagemaker_serving.python_service CONFIG.json --bind unix:SOCKET --token-fd FD
-        [--front-metrics-fd FD] [--lifeline-fd FD] [gunicorn options]
+    python -m sagemaker_serving.python_service CONFIG.json --token-fd FD [--front-metrics-fd FD]
+
+Its settings (gunicorn's socket, workers, timeout and log level, the log format, the models'
+ports, ...) are all in CONFIG.json (config/service_config.py, written by serve). The two
+arguments are no settings but descriptors it inherits from serve: the pipe holding the run's
+secret (config/access.py) and the UDP socket of nginx's request reports (front_metrics.py).
 
 gunicorn supervises the workers; each worker is uvicorn's event loop (service/
 event_loop_worker.py) running falcon's ASGI app made here: /invocations (service/
@@ -32,9 +36,8 @@ from gunicorn.arbiter import Arbiter
 from gunicorn.errors import HaltServer
 
 from sagemaker_serving.config import log_setup
-from sagemaker_serving.config.access import TOKEN_HEADER, read_token
+from sagemaker_serving.config.access import SOCKET_UMASK, TOKEN_HEADER, read_token
 from sagemaker_serving.config.service_config import ServiceConfig
-from sagemaker_serving.config.settings import LOG_FORMATS
 from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import import_handlers
@@ -254,7 +257,7 @@ class ServiceApplication(BaseApplication):
         (gunicorn then stops: a worker failed to boot); the first one to fail logs the
         import's traceback, none gunicorn's own."""
         self.metrics = ServiceMetrics()
-        bound = str(self.options["bind"]).removeprefix("unix:")
+        bound = self.config_obj.socket_path
         # a child the user's code forks closes nginx's connections: it never answers one
         fork_guard.close_in_children(lambda: fork_guard.sockets_bound_to(bound))
         try:
@@ -297,27 +300,22 @@ def front_metrics_hook(fd: int | None, token: str):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sagemaker_serving.python_service")
-    parser.add_argument("config", type=Path)
-    parser.add_argument("--bind", required=True)
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--timeout", type=int, default=30)
-    parser.add_argument("--log-level", default="info")
-    parser.add_argument("--log-format", default="text", choices=LOG_FORMATS)
-    parser.add_argument("--umask", type=lambda text: int(text, 8), default=0o177)
+    parser.add_argument("config", type=Path, help="its settings: config/service_config.py")
     parser.add_argument("--token-fd", type=int, required=True, help="config.access.token_fd")
     parser.add_argument("--front-metrics-fd", type=int, help="inherited socket: front_metrics.py")
     args = parser.parse_args(argv)
-    log_setup.configure(args.log_level, args.log_format)
+    config = ServiceConfig.from_file(args.config)
+    log_setup.configure(config.log_level, config.log_format)
     token = read_token(args.token_fd)
     options = {
-        "bind": args.bind,
-        "umask": args.umask,
-        "workers": args.workers,
+        "bind": f"unix:{config.socket_path}",
+        "umask": SOCKET_UMASK,
+        "workers": config.workers,
         "worker_class": WORKER_CLASS,
-        "timeout": args.timeout,
+        "timeout": config.worker_timeout_seconds,
         "graceful_timeout": 3,  # within serve's BACKEND_STOP_SECONDS (serve.py)
         "keepalive": 75,
-        "loglevel": args.log_level,
+        "loglevel": config.log_level,
         "accesslog": None,
         "errorlog": "-",
         "logger_class": ServiceLogger,
@@ -325,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
     }
     try:
-        ServiceApplication(ServiceConfig.from_file(args.config), options, token).run()
+        ServiceApplication(config, options, token).run()
     except HaltServer as exc:  # gunicorn raises it again when two workers failed to boot
         sys.exit(exc.exit_status)
 

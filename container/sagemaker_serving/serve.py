@@ -26,20 +26,16 @@ from process_utils.arguments import ArgumentParser
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.code_location import misplaced_code
-from sagemaker_serving.config.model_discovery import (
-    Model,
-    ModelDiscoveryError,
-    default_model,
-    discover_models,
-)
+from sagemaker_serving.config.model_discovery import Model, default_model, discover_models
 from sagemaker_serving.config.ports import allocate_model_server_ports
-from sagemaker_serving.config.settings import VARIABLES, Settings, SettingsError
+from sagemaker_serving.config.settings import VARIABLES, Settings
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
 from sagemaker_serving.environments import pool as handler_pool
+from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher import run_directory
 from sagemaker_serving.launcher.exit_reason import exit_reason
 from sagemaker_serving.launcher.front_log_relay import FrontLogRelay
-from sagemaker_serving.launcher.front_port import FrontPortError, check_front_port, listening
+from sagemaker_serving.launcher.front_port import check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_GUARD_LIBRARY,
     count_gpus,
@@ -52,7 +48,6 @@ from sagemaker_serving.launcher.nginx_config import (
     NGINX_DIR,
     NginxConf,
     NginxLayout,
-    NginxSetupError,
     find_nginx,
     nginx_conf,
 )
@@ -63,7 +58,6 @@ from sagemaker_serving.launcher.service_process import (
     service_process,
 )
 from sagemaker_serving.launcher.supervisor import Child, Supervisor, stop_all
-from sagemaker_serving.launcher.universal_code import UniversalCodeError
 from sagemaker_serving.launcher.watchdog import Watchdog
 from sagemaker_serving.multimodel.environments import stop_model_pools
 from sagemaker_serving.tfs_client.health import (
@@ -72,7 +66,6 @@ from sagemaker_serving.tfs_client.health import (
     instance_up,
     model_available,
 )
-from sagemaker_serving.user_code.loading import UserCodeError
 
 log = logging.getLogger("serve")
 
@@ -93,10 +86,6 @@ NGINX_STOP_SECONDS = (
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
 READY_FILE = "ready"
 READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
-
-
-class StartupError(RuntimeError):
-    """Start-up cannot go on; the message says why."""
 
 
 @dataclass
@@ -535,17 +524,7 @@ def run(args: argparse.Namespace) -> int:
         watchdog.stop()
         log.info("stopped during start-up (%s)", exc)
         return 0
-    except (
-        SettingsError,
-        ModelDiscoveryError,
-        NginxSetupError,
-        FrontPortError,
-        StartupError,
-        UserCodeError,
-        UniversalCodeError,
-        run_directory.UnsafeRunDirectory,
-        OSError,
-    ) as exc:
+    except (StartupError, OSError) as exc:  # OSError: a file start-up could not write
         remove_dirs(made)
         watchdog.stop()
         log.error("cannot start: %s", exc)

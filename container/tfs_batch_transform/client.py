@@ -1,24 +1,46 @@
 """HTTP to one container: wait for /ping, read /execution-parameters, POST /invocations with
-retries (5xx, 429, connection errors and timeouts; exponential backoff; 4xx fails at once)."""
+retries. The retries are urllib3's `Retry` on the session's adapter for /invocations: 5xx,
+429, connection errors and timeouts (while the answer's head is awaited), up to max_retries
+times with exponential backoff and jitter; any other 4xx fails at once."""
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError
+from urllib3.util.retry import Retry
 
 log = logging.getLogger(__name__)
 
 PING_TIMEOUT = 2.0  # SageMaker's per-request /ping timeout
 WAIT_REPORT_SECONDS = 5.0  # while waiting for /ping: a line this often
-BACKOFF_BASE = 0.5
-BACKOFF_CAP = 20.0
+RETRIED_STATUSES = frozenset({429, *range(500, 600)})
+# urllib3's backoff: the first retry at once, then BACKOFF_FACTOR * 2**n s (1 s, 2 s, ...), at
+# most BACKOFF_MAX, plus up to BACKOFF_JITTER s at random (concurrent retries do not stampede)
+BACKOFF_FACTOR = 0.5
+BACKOFF_JITTER = 0.5
+BACKOFF_MAX = 20.0
 CHUNK = 1024 * 1024
+
+
+def retry_policy(max_retries: int) -> Retry:
+    """/invocations' retries; the last answer is returned (and reported) when they run out."""
+    return Retry(
+        total=max_retries,
+        allowed_methods=None,  # POST too
+        status_forcelist=RETRIED_STATUSES,
+        backoff_factor=BACKOFF_FACTOR,
+        backoff_jitter=BACKOFF_JITTER,
+        backoff_max=BACKOFF_MAX,
+        raise_on_status=False,
+        respect_retry_after_header=False,  # the waits stay bounded whatever a server says
+    )
 
 
 class InvocationError(RuntimeError):
@@ -39,8 +61,9 @@ class Reply:
 class Endpoint:
     """One container URL; thread-safe (one keep-alive session per thread)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, max_retries: int = 0):
         self.url = url.rstrip("/")
+        self.max_retries = max_retries
         self._local = threading.local()
 
     @property
@@ -48,6 +71,8 @@ class Endpoint:
         session = getattr(self._local, "session", None)
         if session is None:
             session = self._local.session = requests.Session()
+            adapter = HTTPAdapter(max_retries=retry_policy(self.max_retries))
+            session.mount(f"{self.url}/invocations", adapter)
         return session
 
     def wait_healthy(self, timeout: float, alive: Callable[[], bool] = lambda: True) -> None:
@@ -89,47 +114,40 @@ class Endpoint:
         return {}
 
     def invoke(
-        self,
-        body: bytes,
-        headers: dict[str, str],
-        timeout: float,
-        max_retries: int,
-        chunked: bool = False,
-        cancel: threading.Event | None = None,
+        self, body: bytes, headers: dict[str, str], timeout: float, chunked: bool = False
     ) -> Reply:
-        """POST /invocations; the answer's body when 200. Raises InvocationError (also when
-        `cancel` is set while waiting to retry)."""
-        attempts = 0
-        while True:
-            attempts += 1
-            data: bytes | Iterator[bytes] = _chunks(body) if chunked else body
-            try:
-                reply = self.session.post(
-                    f"{self.url}/invocations", data=data, headers=headers, timeout=timeout
-                )
-            except requests.RequestException as err:
-                status, message = None, f"{type(err).__name__}: {err}"
-            else:
-                if reply.status_code == 200:
-                    return Reply(reply.content, attempts)
-                status = reply.status_code
-                message = f"HTTP {status}: {reply.text[:500].strip()}"
-                if 400 <= status < 500 and status != 429:
-                    raise InvocationError(message, status, attempts)
-            if attempts > max_retries:
-                raise InvocationError(f"{message} (after {attempts} attempts)", status, attempts)
-            delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (attempts - 1))
-            delay *= random.uniform(0.5, 1.0)  # jitter: concurrent retries do not stampede
-            log.warning(
-                "%s/invocations: %s; retry %d in %.1f s", self.url, message, attempts, delay
+        """POST /invocations (`timeout` s per attempt); the answer's body when 200. Raises
+        InvocationError: a 4xx, or the last failure once the retries ran out."""
+        data: bytes | _Chunks = _Chunks(body) if chunked else body
+        try:
+            reply = self.session.post(
+                f"{self.url}/invocations", data=data, headers=headers, timeout=timeout
             )
-            if cancel is not None and cancel.wait(delay):
-                raise InvocationError(f"{message} (cancelled)", status, attempts)
-            if cancel is None:
-                time.sleep(delay)
+        except requests.RequestException as err:
+            cause = err.args[0] if err.args else None
+            if isinstance(cause, MaxRetryError):  # every attempt failed
+                attempts = self.max_retries + 1
+                reason = cause.reason or cause
+                message = f"{type(reason).__name__}: {reason} (after {attempts} attempts)"
+                raise InvocationError(message, None, attempts) from None
+            raise InvocationError(f"{type(err).__name__}: {err}") from None  # reading the body
+        retries = getattr(reply.raw, "retries", None)
+        attempts = 1 + len(retries.history if retries is not None else ())
+        if reply.status_code == 200:
+            return Reply(reply.content, attempts)
+        message = f"HTTP {reply.status_code}: {reply.text[:500].strip()}"
+        if reply.status_code in RETRIED_STATUSES:
+            message += f" (after {attempts} attempts)"
+        raise InvocationError(message, reply.status_code, attempts)
 
 
-def _chunks(body: bytes) -> Iterator[bytes]:
-    """A generator body, so requests sends it with chunked transfer encoding."""
-    for start in range(0, len(body), CHUNK):
-        yield body[start : start + CHUNK]
+class _Chunks:
+    """A body requests sends with chunked transfer encoding, and sends whole again on a retry
+    (each attempt iterates it anew; a generator would be empty the second time)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    def __iter__(self) -> Iterator[bytes]:
+        for start in range(0, len(self.body), CHUNK):
+            yield self.body[start : start + CHUNK]

@@ -330,9 +330,7 @@ class _Job:
                     task.plan.body(batch),
                     self.headers,
                     self.config.invocations_timeout,
-                    self.config.max_retries,
                     chunked=self.limit is None,
-                    cancel=self.stop,
                 )
                 task.responses[index] = reply.body
                 self._count(requests=reply.attempts, retries=reply.attempts - 1)
@@ -410,7 +408,7 @@ def run_job(config: JobConfig, progress: Progress | None = None) -> JobSummary:
             )
             stack.enter_context(container)
             urls = [container.url]
-        endpoints = [Endpoint(url) for url in urls]
+        endpoints = [Endpoint(url, config.max_retries) for url in urls]
         for endpoint in endpoints:
             endpoint.wait_healthy(config.startup_timeout)
         startup = time.monotonic() - started

@@ -495,7 +495,8 @@ def flaky() -> Iterator[str]:
 
 
 def test_5xx_is_retried_and_4xx_fails_the_file(flaky, tmp_path, monkeypatch):
-    monkeypatch.setattr("tfs_batch_transform.client.BACKOFF_BASE", 0.01)
+    monkeypatch.setattr("tfs_batch_transform.client.BACKOFF_FACTOR", 0.01)
+    monkeypatch.setattr("tfs_batch_transform.client.BACKOFF_JITTER", 0.0)
     _Flaky.failures_left.update({"twice": 2, "always": 10})
     (tmp_path / "in").mkdir()
     for name in ("twice", "always", "client-error", "fine"):

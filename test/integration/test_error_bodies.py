@@ -22,6 +22,7 @@ import pytest
 import requests
 
 from conftest import command_line, serve_stack
+from sagemaker_serving.config.service_config import ServiceConfig
 
 KEYS = {"error", "request_id"}  # of every error body, whichever layer writes it
 CA = "X-Amzn-SageMaker-Custom-Attributes"
@@ -199,12 +200,11 @@ def error_keys(url: str, case: Case, request_id: str) -> set[str]:
 
 
 def service_socket(server) -> str:
-    """The Python service's unix socket (its --bind), which only nginx may call."""
+    """The Python service's unix socket (in its config file), which only nginx may call."""
     for proc in psutil.Process(server.proc.pid).children(recursive=True):
         command = command_line(proc).split(" ")
-        binds = [arg for arg in command if arg.startswith("--bind=unix:")]
-        if "sagemaker_serving.python_service" in command and binds:
-            return binds[0].removeprefix("--bind=unix:")
+        if command[1:3] == ["-m", "sagemaker_serving.python_service"]:
+            return ServiceConfig.from_file(Path(command[3])).socket_path
     raise AssertionError("no Python service among serve's processes")
 
 

@@ -19,6 +19,7 @@ import orjson
 import psutil
 import pytest
 
+from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import ServiceProcess, service_process
 from sagemaker_serving.python_service import TOKEN_HEADER
@@ -165,6 +166,20 @@ def test_sockets_are_for_serves_user_only(service):
     assert all(stat.S_ISSOCK(s.st_mode) for s in sockets)
     assert stat.S_IMODE(folder.st_mode) == 0o700 and folder.st_uid == os.geteuid()
     assert all(stat.S_IMODE(s.st_mode) == 0o600 for s in sockets)
+
+
+def test_its_settings_come_from_its_config_file_only(service):
+    """The command line names the config file and the inherited descriptors, nothing else."""
+    config_path = service.process.child.argv[3]
+    config = ServiceConfig.from_file(Path(config_path))
+    command = psutil.Process(service.process.child.pid).cmdline()
+    assert [arg.split("=")[0] for arg in command[3:]] == [
+        config_path,
+        "--front-metrics-fd",
+        "--token-fd",
+    ]
+    assert config.socket_path == service.process.socket_path
+    assert len(service.workers()) == config.workers
 
 
 def test_the_metrics_port_listens_on_loopback_only(service):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
+from sagemaker_serving.errors import StartupError
 from tfs_rest_json.model_version import is_model_version
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ _LAYOUTS = (
 )
 
 
-class ModelDiscoveryError(ValueError):
+class ModelDiscoveryError(StartupError):
     """The model directory does not hold a usable set of SavedModels."""
 
 

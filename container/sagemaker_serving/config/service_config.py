@@ -1,4 +1,6 @@
-"""What serve tells the Python service: a JSON file in the run directory, read by each worker."""
+"""What serve tells the Python service: a JSON file in the run directory, read by its master and
+each worker. Every setting the service reads comes through it (its command line names the file
+and the descriptors it inherits, nothing else)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,11 @@ class ServiceConfig:
     rest_ports: list[int]
     grpc_ports: list[int]
     request_timeout_seconds: float
+    # gunicorn: its unix socket, its workers, how long a silent worker lives, its log level
+    socket_path: str = ""
+    workers: int = 1
+    worker_timeout_seconds: int = 30
+    log_level: str = "info"
     python_paths: list[str] = field(default_factory=list)
     # where handlers run (service/placement.py): SAGEMAKER_GUNICORN_WORKER_CLASS and _THREADS
     worker_class: str = "uvicorn"

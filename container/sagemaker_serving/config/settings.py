@@ -40,7 +40,9 @@ from sagemaker_serving.config.env_values import (
     text,
     tf_boolean,
 )
+from sagemaker_serving.config.log_setup import LOG_FORMATS
 from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
+from sagemaker_serving.errors import StartupError
 
 DEFAULT_BODY_LIMIT_MB = MAX_PAYLOAD_IN_MB  # the largest body a Batch Transform job sends
 BATCH_MAX_ENQUEUED_BATCHES = 100_000_000
@@ -50,10 +52,9 @@ GUNICORN_WORKER_CLASSES = ("uvicorn", "gthread", "sync", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
 DEFAULT_PIP_MAX_MEMORY_MB = 2048  # pip needs about 130 MiB (numpy==1.26.4, measured)
 DEFAULT_ENVIRONMENT_MAX_DISK_MB = 4096
-LOG_FORMATS = ("text", "json")
 
 
-class SettingsError(ValueError):
+class SettingsError(StartupError):
     """A bad environment variable; the message starts with the variable's name."""
 
     def __init__(self, variable: str, problem: str) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import datetime
 import io
 import json
 import logging
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from process_utils import tree
+from sagemaker_serving.config import log_setup
 from sagemaker_serving.environments import protocol
 from sagemaker_serving.environments.messages import (
     context_fields,
@@ -371,7 +371,7 @@ class Worker:
         output_handler (without one, the model server's answer goes back for the built-in
         formats). The reply says how long each step took (the service's metrics)."""
         context = make_context(header["context"])
-        _local.request_id = context.request_id
+        request_id = log_setup.REQUEST_ID.set(context.request_id)  # on its log lines
         _local.call_id = header.get("id")
         handlers, took = self.handlers, dict[str, float]()
         try:
@@ -405,7 +405,8 @@ class Worker:
             log.exception("a handler failed")
             return _failed(500, f"{type(exc).__name__}: {exc}"), b""
         finally:
-            _local.request_id = _local.call_id = None
+            log_setup.REQUEST_ID.reset(request_id)
+            _local.call_id = None
 
 
 @contextlib.contextmanager
@@ -435,43 +436,7 @@ def _stop_accepting(signum: int, frame: object) -> None:
     raise _Stop
 
 
-# ----- logging and main ----------------------------------------------------------------------
-
-
-class _RequestTag(logging.Filter):
-    """The request id on log lines written while a call runs (like the service's lines)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        request_id = getattr(_local, "request_id", None)
-        record.request_tag = f" [{request_id}]" if request_id else ""
-        record.request_id = request_id
-        return True
-
-
-class _JsonLines(logging.Formatter):
-    """The service's JSON log lines (config/log_setup.py), without importing it (orjson)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        created = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
-        doc = {
-            "time": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-            "level": record.levelname,
-            "logger": record.name,
-            "pid": record.process,
-            "message": record.getMessage(),
-            "request_id": getattr(record, "request_id", None),
-        }
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc)
-
-
-def _configure_logging(log_format: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(_RequestTag())
-    text = "%(asctime)s %(levelname)s %(name)s [%(process)d]%(request_tag)s: %(message)s"
-    handler.setFormatter(_JsonLines() if log_format == "json" else logging.Formatter(text))
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+# ----- main ----------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -482,7 +447,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--module", default="inference")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--lifeline-fd", type=int)
-    parser.add_argument("--log-format", default="text", choices=("text", "json"))
+    parser.add_argument("--log-format", default="text", choices=log_setup.LOG_FORMATS)
     parser.add_argument("--daemon", action="store_true")
     parser.add_argument("--worker-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
@@ -497,7 +462,7 @@ def _master_argv(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    _configure_logging(args.log_format)
+    log_setup.configure("INFO", args.log_format)
     if args.worker_fd is not None:
         return Worker(args).run()
     if args.daemon and os.fork() > 0:  # the starter reaps this parent; init adopts the master

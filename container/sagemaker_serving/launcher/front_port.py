@@ -9,8 +9,10 @@ import socket
 
 import psutil
 
+from sagemaker_serving.errors import StartupError
 
-class FrontPortError(RuntimeError):
+
+class FrontPortError(StartupError):
     """The front port cannot be ours; the message names it and the setting that moves it."""
 
 

@@ -14,6 +14,7 @@ from typing import Protocol
 from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher.front_log_relay import FRONT_LOG, new_log, nginx_access_log
 from sagemaker_serving.launcher.njs_tables import write_njs_tables
 
@@ -150,7 +151,7 @@ def service_upstream(socket_path: str) -> str:
     )
 
 
-class NginxSetupError(RuntimeError):
+class NginxSetupError(StartupError):
     """nginx or its njs module is missing, or the template is incomplete."""
 
 

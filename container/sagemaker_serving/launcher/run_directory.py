@@ -14,8 +14,10 @@ import stat
 import tempfile
 from pathlib import Path
 
+from sagemaker_serving.errors import StartupError
 
-class UnsafeRunDirectory(Exception):
+
+class UnsafeRunDirectory(StartupError):
     """The run directory (or one in or above it) is not the serving user's alone."""
 
 

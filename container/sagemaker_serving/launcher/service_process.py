@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_serving.config import access as service_access
-from sagemaker_serving.config.access import SOCKET_UMASK, new_token, token_fd
+from sagemaker_serving.config.access import new_token, token_fd
 from sagemaker_serving.config.ports import front_metrics_port
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
@@ -117,6 +117,8 @@ def service_process(
                 environment.python,
                 environment.reason,
             )
+    socket_dir = service_access.socket_dir()  # 0700: for nginx's workers (serve's user) only
+    socket_path = str(socket_dir / "gunicorn.sock")
     config = ServiceConfig(
         code_dir=str(code_dir),
         default_model=default_model,
@@ -124,6 +126,10 @@ def service_process(
         grpc_ports=[grpc for grpc, _ in ports],
         # answer (504) a little before nginx gives up on the request
         request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
+        socket_path=socket_path,
+        workers=settings.gunicorn_workers if user_code else min(2, settings.gunicorn_workers),
+        worker_timeout_seconds=settings.gunicorn_timeout_seconds,
+        log_level=settings.gunicorn_log_level,
         python_paths=python_paths,
         worker_class=settings.gunicorn_worker_class,
         threads=settings.gunicorn_threads,
@@ -148,29 +154,21 @@ def service_process(
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
     token = new_token()
-    socket_dir = service_access.socket_dir()  # 0700: for nginx's workers (serve's user) only
-    socket_path = str(socket_dir / "gunicorn.sock")
     metrics_dir = run_dir / "prometheus"
     shutil.rmtree(metrics_dir, ignore_errors=True)
     metrics_dir.mkdir(parents=True)
-    workers = settings.gunicorn_workers if user_code else min(2, settings.gunicorn_workers)
+    metrics_socket = bind_socket(front_metrics_port(settings))
+    metrics_port = metrics_socket.getsockname()[1]
+    metrics_fd = metrics_socket.detach()
+    secret_fd = token_fd(token)
     argv = [
         sys.executable,
         "-m",
         "sagemaker_serving.python_service",
         str(config_path),
-        f"--bind=unix:{socket_path}",
-        f"--workers={workers}",
-        f"--timeout={settings.gunicorn_timeout_seconds}",
-        f"--log-level={settings.gunicorn_log_level}",
-        f"--log-format={settings.log_format}",
-        f"--umask={SOCKET_UMASK:o}",
+        f"--front-metrics-fd={metrics_fd}",
+        f"--token-fd={secret_fd}",
     ]
-    metrics_socket = bind_socket(front_metrics_port(settings))
-    metrics_port = metrics_socket.getsockname()[1]
-    metrics_fd = metrics_socket.detach()
-    secret_fd = token_fd(token)
-    argv += [f"--front-metrics-fd={metrics_fd}", f"--token-fd={secret_fd}"]
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     child_env.pop("PYTHONPATH", None)
     log.info(

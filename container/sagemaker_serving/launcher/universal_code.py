@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path, PurePosixPath
 
+from sagemaker_serving.errors import StartupError
+
 log = logging.getLogger(__name__)
 
 
-class UniversalCodeError(RuntimeError):
+class UniversalCodeError(StartupError):
     """The universal code could not be downloaded; the message says why."""
 
 

@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from sagemaker_serving.errors import StartupError
 from sagemaker_serving.user_code import fork_guard
 
 INFERENCE_FILE = "inference.py"
 HANDLER_NAMES = ("handler", "input_handler", "output_handler")
 
 
-class UserCodeError(RuntimeError):
-    """inference.py or requirements.txt cannot be used; the message says why."""
+class UserCodeError(StartupError):
+    """inference.py or requirements.txt cannot be used; the message says why (at start-up,
+    serve's; on a multi-model endpoint, a load's 400)."""
 
 
 class UserCodeTimeout(UserCodeError):

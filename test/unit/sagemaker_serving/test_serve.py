@@ -4,6 +4,8 @@ the readiness probe of the Python service (a real HTTP server on a unix socket).
 from __future__ import annotations
 
 import http.server
+import os
+import socket
 import socketserver
 import stat
 import threading
@@ -14,8 +16,15 @@ import pytest
 
 from sagemaker_serving import serve
 from sagemaker_serving.config.access import TOKEN_HEADER
+from sagemaker_serving.config.model_discovery import discover_models
 from sagemaker_serving.config.settings import VARIABLES, Settings
+from sagemaker_serving.environments import requirements
+from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher import run_directory
+from sagemaker_serving.launcher.front_port import check_front_port
+from sagemaker_serving.launcher.nginx_config import find_nginx
+from sagemaker_serving.launcher.universal_code import download_universal_code
+from sagemaker_serving.user_code.loading import load_handlers
 
 
 class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
@@ -118,3 +127,56 @@ def test_a_bad_argument_is_one_line_first_not_the_usage_block(capsys):
     first, *rest = capsys.readouterr().err.splitlines()
     assert first == "serve: error: unrecognized arguments: --bogus"
     assert rest == ["(serve --help describes them all)"]
+
+
+def _taken_port(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as other:
+        check_front_port("127.0.0.1", other.getsockname()[1])
+
+
+def _open_run_directory(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir(mode=0o700)
+    (tmp_path / "run").chmod(0o777)
+    run_directory.prepare(tmp_path / "run")
+
+
+def _broken_inference_py(tmp_path: Path) -> None:
+    (tmp_path / "inference.py").write_text("raise RuntimeError('broken')\n")
+    load_handlers(tmp_path, module_name="broken_inference")
+
+
+def _requirements_with_an_editable_install(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("-e .\n")  # an editable install
+    requirements.read(tmp_path, wheelhouse=False)
+
+
+def _universal_code_out_of_reach(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]  # nothing listens once closed
+    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_MAX_ATTEMPTS="1")
+    download_universal_code("code", "shared", tmp_path / "code")
+
+
+STARTUP_REFUSALS = {
+    "settings": lambda tmp: Settings.from_env({"SAGEMAKER_BIND_TO_PORT": "http"}),
+    "model discovery": lambda tmp: discover_models(tmp / "absent"),
+    "front port": _taken_port,
+    "nginx setup": lambda tmp: find_nginx(tmp),
+    "run directory": _open_run_directory,
+    "user code": _broken_inference_py,
+    "requirements": _requirements_with_an_editable_install,
+    "universal code": _universal_code_out_of_reach,
+}
+
+
+@pytest.mark.parametrize("step", STARTUP_REFUSALS)
+def test_every_start_up_refusal_is_the_one_error_serve_answers_with_exit_2(
+    tmp_path, monkeypatch, step
+):
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ENDPOINT_URL", "AWS_MAX_ATTEMPTS"):  # restored after the test
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    with pytest.raises(StartupError) as info:
+        STARTUP_REFUSALS[step](tmp_path)
+    assert str(info.value)  # serve's line: "cannot start: <message>"

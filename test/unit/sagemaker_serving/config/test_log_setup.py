@@ -57,6 +57,18 @@ logging.getLogger("x").debug("below the level")
     assert failure["level"] == "ERROR" and "RuntimeError: boom" in failure["exc"]
 
 
+def test_it_imports_only_the_standard_library_as_the_handler_processes_need():
+    code = (
+        "import sys; before = set(sys.modules)\n"
+        "from sagemaker_serving.config import log_setup\n"
+        "print(*sorted(set(sys.modules) - before))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    imported = {name.split(".")[0] for name in result.stdout.split()}
+    foreign = imported - set(sys.stdlib_module_names) - {"sagemaker_serving"}
+    assert imported and not foreign, foreign
+
+
 def test_unknown_format_is_refused():
     with pytest.raises(ValueError, match="xml"):
         log_setup.logging_config("INFO", "xml")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
+import json
+import logging
 import os
 import subprocess
 import sys
@@ -14,11 +16,13 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
 
+from sagemaker_serving.config import log_setup
 from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.remote import HandlerPool, HandlerProcessError
 from sagemaker_serving.errors import StatusError
@@ -376,3 +380,49 @@ def test_a_stop_lets_the_call_in_progress_answer(tmp_path):
     pool.stop(spec.directory, time.monotonic() + 10)
     thread.join(30)
     assert answers and b'"BODY": "SLEEP 1.5"' in answers[0][0]
+
+
+LOGGING_CODE = """
+import logging
+
+logging.getLogger("inference").info("imported")  # outside any request
+
+def input_handler(data, context):
+    logging.getLogger("inference").info("in a handler")
+    return data.read()
+"""
+
+
+def test_json_log_lines_of_handler_processes_have_the_services_keys(tmp_path):
+    spec = replace(spec_for(tmp_path, LOGGING_CODE, processes=1), log_format="json")
+    lifeline, keep = os.pipe()
+    proc = subprocess.Popen(
+        pool.command(spec, lifeline),
+        env=pool.environment(os.environ),
+        pass_fds=(lifeline,),
+        stderr=subprocess.PIPE,
+    )
+    os.close(lifeline)
+    try:
+        pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+        call(spec, b"x", context(request_id="rid-logs"))
+    finally:
+        os.close(keep)  # the pool ends, and its stderr with it
+        _, err = proc.communicate(timeout=15)
+        pool.stop(spec.directory, time.monotonic() + 5)
+    lines = [json.loads(line) for line in err.decode().splitlines()]
+    ours = {line["message"]: line for line in lines if line["logger"] == "inference"}
+    outside, inside = ours["imported"], ours["in a handler"]
+    assert inside["request_id"] == "rid-logs"
+
+    def service_line(request_id: str | None) -> dict:
+        record = logging.LogRecord("inference", logging.INFO, __file__, 1, "m", (), None)
+        token = log_setup.REQUEST_ID.set(request_id)
+        try:
+            log_setup.RequestIdFilter().filter(record)
+        finally:
+            log_setup.REQUEST_ID.reset(token)
+        return json.loads(log_setup.JsonFormatter().format(record))
+
+    assert outside.keys() == service_line(None).keys()
+    assert inside.keys() == service_line("rid-logs").keys()

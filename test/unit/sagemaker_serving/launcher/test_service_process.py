@@ -1,5 +1,6 @@
 """sagemaker_serving.launcher.service_process: what serve prepares for the Python service (its
-config file, command line, sockets, inherited descriptors), without starting it."""
+config file, which holds every setting; its command line, which names the file and the
+inherited descriptors; its sockets), without starting it."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def option(service: ServiceProcess, name: str) -> str:
     return next(a.split("=", 1)[1] for a in service.child.argv if a.startswith(f"--{name}="))
 
 
+def config_of(service: ServiceProcess) -> ServiceConfig:
+    return ServiceConfig.from_file(Path(service.child.argv[3]))
+
+
 @pytest.fixture
 def service(tmp_path: Path):
     (tmp_path / "run").mkdir()
@@ -47,12 +52,38 @@ def service(tmp_path: Path):
 
 def test_without_user_code_it_takes_only_the_binary_formats(service: ServiceProcess):
     assert not service.handles_invocations
-    assert option(service, "workers") == "2"  # at most 2 without user code
-    assert option(service, "bind") == f"unix:{service.socket_path}"
+    assert config_of(service).workers == 2  # at most 2 without user code
+    assert config_of(service).socket_path == service.socket_path
+
+
+def test_settings_reach_the_service_in_its_config_and_only_there(tmp_path: Path):
+    (tmp_path / "run").mkdir()
+    env = {
+        "SAGEMAKER_GUNICORN_WORKERS": "3",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "45",
+        "SAGEMAKER_GUNICORN_LOGLEVEL": "warning",
+        "SAGEMAKER_LOG_FORMAT": "json",
+    }
+    service = prepared(tmp_path, code="def handler(data, context): pass\n", **env)
+    try:
+        config = config_of(service)
+        assert (config.workers, config.worker_timeout_seconds) == (3, 45)
+        assert (config.log_level, config.log_format) == ("warning", "json")
+        # the command line: the module, its config file, the descriptors it inherits
+        metrics_fd, secret_fd, _ = service.child.pass_fds
+        assert service.child.argv[1:] == [
+            "-m",
+            "sagemaker_serving.python_service",
+            str(tmp_path / "run" / "service.json"),
+            f"--front-metrics-fd={metrics_fd}",
+            f"--token-fd={secret_fd}",
+        ]
+    finally:
+        service.cleanup()
 
 
 def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path: Path):
-    config = ServiceConfig.from_file(Path(service.child.argv[3]))
+    config = config_of(service)
     assert config.default_model == "m"
     assert (config.rest_ports, config.grpc_ports) == ([8501, 8503], [9000, 9002])
     assert config.request_timeout_seconds == 59.0  # a second before nginx gives up
@@ -111,8 +142,8 @@ def test_user_code_gets_every_worker_and_its_paths(tmp_path: Path):
     service = prepared(tmp_path, code="def handler(data, context): pass\n")
     try:
         assert service.handles_invocations
-        assert option(service, "workers") == "4"
-        config = ServiceConfig.from_file(Path(service.child.argv[3]))
+        config = config_of(service)
+        assert config.workers == 4
         assert config.python_paths == [str(tmp_path / "model" / "code")]
     finally:
         service.cleanup()
@@ -124,7 +155,7 @@ def test_the_worker_class_and_threads_reach_the_service_config(tmp_path: Path, w
     env = {"SAGEMAKER_GUNICORN_WORKER_CLASS": worker_class, "SAGEMAKER_GUNICORN_THREADS": "3"}
     service = prepared(tmp_path, **env)  # gevent needs no gevent: every worker is uvicorn's
     try:
-        config = ServiceConfig.from_file(Path(service.child.argv[3]))
+        config = config_of(service)
         assert (config.worker_class, config.threads) == (worker_class, 3)
     finally:
         service.cleanup()
