@@ -17,6 +17,7 @@ INSTALL_REQUIRES = [
     "orjson==3.13.0",
     "prometheus-client==0.26.0",
     "falcon==4.4.0",
+    "jinja2==3.1.6",  # nginx.conf from nginx/nginx.conf.j2 (launcher/nginx_config.py)
     "gunicorn==27.0.1",
     "requests==2.34.2",
     "urllib3==2.8.0",  # requests' own; its Retry is tfs-batch-transform's retry policy
@@ -61,7 +62,7 @@ setup(
     # template and tfs.js) is installed as the package's data, sagemaker_serving/nginx/
     package_dir={"": "container", "sagemaker_serving.nginx": "nginx"},
     packages=[*find_packages("container"), "sagemaker_serving.nginx"],
-    package_data={"sagemaker_serving.nginx": ["nginx.conf.template", "tfs.js"]},
+    package_data={"sagemaker_serving.nginx": ["nginx.conf.j2", "tfs.js"]},
     install_requires=INSTALL_REQUIRES,
     extras_require={"examples": EXAMPLES_REQUIRES, "dev": DEV_REQUIRES},
     entry_points={

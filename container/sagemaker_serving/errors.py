@@ -4,9 +4,9 @@
 model server's answers, multimodel: the /models API, formats: undecodable payloads,
 service.routing: bad custom attributes); user code raises `sagemaker_serving.HandlerError`,
 one too. `error_body` writes every JSON error body the service answers,
-`{"error": message, "request_id": id}`: the keys nginx's own error answers have
-(nginx/nginx.conf.template, tfs.js's sendError). service/error_answers.py maps exceptions to
-it on falcon's side.
+`{"error": message, "request_id": id}`: the keys nginx's own error answers have (nginx/tfs.js's
+`error`, with the messages of launcher/nginx_config.py). service/error_answers.py maps
+exceptions to it on falcon's side. A model server's own error answer passes through as it is.
 
 `StartupError` is the base of what stops serve before it starts anything (settings, model
 discovery, the front port, nginx's setup, the run directory, universal and user code): serve

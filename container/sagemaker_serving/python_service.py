@@ -1,11 +1,10 @@
 """The Python service (gunicorn + falcon, behind nginx): its wiring, run by serve as
 
-    python -m sagemaker_serving.python_service CONFIG.json --token-fd FD [--front-metrics-fd FD]
+    python -m sagemaker_serving.python_service CONFIG.json
 
 Its settings (gunicorn's socket, workers, timeout and log level, the log format, the models'
-ports, ...) are all in CONFIG.json (config/service_config.py, written by serve). The two
-arguments are no settings but descriptors it inherits from serve: the pipe holding the run's
-secret (config/access.py) and the UDP socket of nginx's request reports (front_metrics.py).
+ports, ...) are all in CONFIG.json (config/service_config.py, written by serve). Its socket is
+in a folder of serve's user only (config/access.py): only the stack reaches it.
 
 gunicorn supervises the workers; each worker is uvicorn's event loop (service/
 event_loop_worker.py) running falcon's ASGI app made here: /invocations (service/
@@ -16,12 +15,9 @@ invocations.py: input_handler -> model server -> output_handler, or the built-in
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import hmac
 import logging
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -36,64 +32,25 @@ from gunicorn.arbiter import Arbiter
 from gunicorn.errors import HaltServer
 
 from sagemaker_serving.config import log_setup
-from sagemaker_serving.config.access import SOCKET_UMASK, TOKEN_HEADER, read_token
+from sagemaker_serving.config.access import SOCKET_UMASK
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.environments.remote import HandlerPool
-from sagemaker_serving.errors import StatusError, error_body, hide_paths
+from sagemaker_serving.errors import error_body, hide_paths
 from sagemaker_serving.multimodel.api import add_routes as add_multi_model_routes
 from sagemaker_serving.service.error_answers import add_error_answers
 from sagemaker_serving.service.event_loop_worker import WORKER_CLASS
-from sagemaker_serving.service.front_metrics import FrontMetricsReceiver
 from sagemaker_serving.service.invocations import Invocations
-from sagemaker_serving.service.metrics import ServiceMetrics
+from sagemaker_serving.service.metrics import MetricsPage, ServiceMetrics
 from sagemaker_serving.service.placement import Placement
+from sagemaker_serving.service.readiness import Ping
 from sagemaker_serving.tfs_client.health import InstanceWatch
 from sagemaker_serving.user_code import fork_guard
 from sagemaker_serving.user_code.loading import Handlers, UserCodeError
 
 log = logging.getLogger("sagemaker_serving.service")
-
-
-class Ping:
-    """200 (empty) once the handlers imported, and while their processes answer when they
-    have processes of their own; on a multi-model endpoint, also only while every model
-    server instance is up (`watch`, known without asking them now: loads keep them busy),
-    else a JSON 503."""
-
-    def __init__(self, handlers: Handlers, watch: InstanceWatch | None = None) -> None:
-        self.remote = handlers.remote
-        self.watch = watch
-
-    async def on_get(self, req: Request, resp: Response) -> None:
-        watch, problem = self.watch, None
-        if watch is not None and watch.started():
-            problem = watch.problem(0)
-        elif watch is not None:  # on a thread: it waits for the first probes to answer
-            problem = await asyncio.to_thread(watch.problem)
-        if problem is None and self.remote is not None and not await self.remote.alive():
-            problem = "the handler processes are not answering"
-        if problem is not None:
-            raise StatusError(f"Not ready: {problem}", 503)
-        resp.status = falcon.HTTP_200
-        resp.content_type = "application/json"
-        resp.data = b""
-
-    on_head = on_get
-
-
-class Metrics:
-    def __init__(self, metrics: ServiceMetrics, placement: Placement) -> None:
-        self.metrics = metrics
-        self.placement = placement
-
-    async def on_get(self, req: Request, resp: Response) -> None:
-        resp.content_type = "text/plain; version=0.0.4; charset=utf-8"
-        resp.data = await self.placement.thread(self.metrics.render)  # reads every worker's file
-
-    on_head = on_get
 
 
 def endpoint_handlers(config: ServiceConfig) -> Handlers:
@@ -160,11 +117,10 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     app = falcon.asgi.App(middleware=[NoOptions()])
     invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)
-    watch = InstanceWatch(config.rest_ports) if config.multi_model else None
-    if watch is not None:
-        watch.start()  # in this worker, before its first /ping
+    watch = InstanceWatch(config.rest_ports, config.models)
+    watch.start()  # in this worker, before its first /ping
     app.add_route("/ping", Ping(handlers, watch))
-    app.add_route("/metrics", Metrics(metrics, placement))
+    app.add_route("/metrics", MetricsPage(metrics, placement))
     if config.multi_model:
         code_dir = Path(config.code_dir) if config.code_dir else None
         universal = endpoint_handlers(config) if code_dir and has_user_code(code_dir) else None
@@ -173,40 +129,22 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     return app
 
 
-_TOKEN_NAME = TOKEN_HEADER.lower().encode("latin-1")
 _REQUEST_ID_NAME = b"x-request-id"
-_FORBIDDEN = "Forbidden: only the container's nginx may call the service"
 _FAILED = "Internal Server Error"
 
 Asgi = Any  # an ASGI application: async (scope, receive, send)
 
 
-def guarded(app: Asgi, token: str) -> Asgi:
-    """The ASGI app behind the per-run secret nginx adds to every request it proxies: a
-    request without it is a 403 (JSON); the header is removed before falcon, so neither
-    the handlers nor their Context ever see it. Whatever escapes the app before an answer
-    started is a JSON 500, never uvicorn's plain-text page."""
-    expected = token.encode()
+def guarded(app: Asgi) -> Asgi:
+    """The ASGI app, whatever escapes it before an answer started answered with a JSON 500,
+    never uvicorn's plain-text page."""
 
     async def asgi(scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":  # lifespan (the worker sends none; falcon's test client does)
-            return await app(scope, receive, send)
-        given, request_id, headers = b"", b"", []
-        for name, value in scope["headers"]:
-            if name == _TOKEN_NAME:
-                given = value
-            else:
-                headers.append((name, value))
-                if name == _REQUEST_ID_NAME:
-                    request_id = value
-        if not hmac.compare_digest(given, expected):
-            await _send_error(send, 403, _FORBIDDEN, request_id)
-            return
-        scope["headers"] = headers
         try:
             await app(scope, receive, send)
         except Exception:
             log.exception("unhandled error in the service")
+            request_id = dict(scope.get("headers") or ()).get(_REQUEST_ID_NAME, b"")
             with contextlib.suppress(RuntimeError):  # uvicorn's: the answer had started
                 await _send_error(send, 500, _FAILED, request_id, close=True)
 
@@ -240,10 +178,9 @@ class ServiceLogger(glogging.Logger):
 
 
 class ServiceApplication(BaseApplication):
-    def __init__(self, config: ServiceConfig, options: dict, token: str) -> None:
+    def __init__(self, config: ServiceConfig, options: dict) -> None:
         self.config_obj = config
         self.options = options
-        self.token = token
         self.metrics: ServiceMetrics | None = None
         super().__init__()
 
@@ -269,7 +206,7 @@ class ServiceApplication(BaseApplication):
                     "%s", exc, exc_info=(type(cause), cause, cause.__traceback__) if cause else None
                 )
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
-        return guarded(app, self.token)
+        return guarded(app)
 
 
 def _first_to_say(path: str, message: str) -> bool:
@@ -285,28 +222,12 @@ def _first_to_say(path: str, message: str) -> bool:
     return True
 
 
-def front_metrics_hook(fd: int | None, token: str):
-    """gunicorn's post_worker_init: a receiver thread in the worker for serve's reports of
-    the requests nginx answered."""
-
-    def post_worker_init(worker) -> None:
-        if fd is None or worker.app.metrics is None:
-            return
-        sock = socket.socket(fileno=fd)  # family and type from the descriptor
-        FrontMetricsReceiver(sock, worker.app.metrics, token).start()
-
-    return post_worker_init
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sagemaker_serving.python_service")
     parser.add_argument("config", type=Path, help="its settings: config/service_config.py")
-    parser.add_argument("--token-fd", type=int, required=True, help="config.access.token_fd")
-    parser.add_argument("--front-metrics-fd", type=int, help="inherited socket: front_metrics.py")
     args = parser.parse_args(argv)
     config = ServiceConfig.from_file(args.config)
     log_setup.configure(config.log_level, config.log_format)
-    token = read_token(args.token_fd)
     options = {
         "bind": f"unix:{config.socket_path}",
         "umask": SOCKET_UMASK,
@@ -320,10 +241,9 @@ def main(argv: list[str] | None = None) -> None:
         "errorlog": "-",
         "logger_class": ServiceLogger,
         "control_socket_disable": True,
-        "post_worker_init": front_metrics_hook(args.front_metrics_fd, token),
     }
     try:
-        ServiceApplication(config, options, token).run()
+        ServiceApplication(config, options).run()
     except HaltServer as exc:  # gunicorn raises it again when two workers failed to boot
         sys.exit(exc.exit_status)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import logging
 import os
 import shutil
@@ -24,7 +25,6 @@ from typing import IO
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
 from sagemaker_serving.config import log_setup
-from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.code_location import misplaced_code
 from sagemaker_serving.config.model_discovery import Model, default_model, discover_models
 from sagemaker_serving.config.ports import allocate_model_server_ports
@@ -34,7 +34,6 @@ from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher import run_directory
 from sagemaker_serving.launcher.exit_reason import exit_reason
-from sagemaker_serving.launcher.front_log_relay import FrontLogRelay
 from sagemaker_serving.launcher.front_port import check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_GUARD_LIBRARY,
@@ -51,6 +50,7 @@ from sagemaker_serving.launcher.nginx_config import (
     find_nginx,
     nginx_conf,
 )
+from sagemaker_serving.launcher.request_counts import RequestCounts, log_format
 from sagemaker_serving.launcher.service_process import (
     SERVICE_ERROR_FILE,
     ServiceProcess,
@@ -60,12 +60,7 @@ from sagemaker_serving.launcher.service_process import (
 from sagemaker_serving.launcher.supervisor import Child, Supervisor, stop_all
 from sagemaker_serving.launcher.watchdog import Watchdog
 from sagemaker_serving.multimodel.environments import stop_model_pools
-from sagemaker_serving.tfs_client.health import (
-    PROMETHEUS_PATH,
-    answers_ok,
-    instance_up,
-    model_available,
-)
+from sagemaker_serving.tfs_client.health import PROMETHEUS_PATH, get
 
 log = logging.getLogger("serve")
 
@@ -103,7 +98,7 @@ class Stack:
     service: ServiceProcess
     ready_file: Path  # new_ready_file()
     model_servers: list[Child] = field(default_factory=list)
-    relay: FrontLogRelay | None = None  # start_relay()
+    counts: RequestCounts | None = None  # every request nginx answers, counted
     startup_failure: str | None = None  # why start-up failed, said again as the last line
 
     @property
@@ -160,7 +155,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def child_environment(settings: Settings) -> dict[str, str]:
-    env = dict(os.environ)
+    """serve's environment for its children, but the metrics folder of its own counts
+    (request_counts.py: the service's child gets it anew)."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
     env["OMP_NUM_THREADS"] = settings.omp_num_threads
     return env
 
@@ -228,11 +225,11 @@ def nginx_child(
     layout: NginxLayout,
     run_dir: Path,
     host: str,
-    models: list[Model],
     default: str,
     rest_ports: list[int],
     service: ServiceProcess,
     ready_file: Path,
+    counts: RequestCounts,
 ) -> tuple[Child, NginxConf]:
     """nginx with the run's config, once `nginx -t` accepts it (StartupError if not)."""
     conf = nginx_conf(
@@ -242,20 +239,30 @@ def nginx_child(
         listen=f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port),
         default_model=default,
         rest_ports=rest_ports,
-        model_names=[m.name for m in models],
         service=service,
         ready_file=ready_file,
         shutdown_grace=NGINX_DRAIN_SECONDS,
+        counts_path=counts.nginx_path,
+        counts_format=log_format(),
     )
     path = conf.write()
-    check = Child("nginx-config-test", [*conf.command(), "-t", "-q"], relay=output_relay(settings))
+    check = Child(
+        "nginx-config-test",
+        [*conf.command(), "-t", "-q"],
+        relay=output_relay(settings),
+        pass_fds=(counts.write_fd,),
+    )
     check.start()
     passed = check.wait(30) and check.proc is not None and check.proc.returncode == 0
     check.drain(2.0)  # its message before ours
     if not passed:
         raise StartupError(f"nginx rejected the generated config {path} (see the log above)")
     nginx = Child(
-        "nginx", conf.command(), child_environment(settings), graceful_signal=signal.SIGQUIT
+        "nginx",
+        conf.command(),
+        child_environment(settings),
+        graceful_signal=signal.SIGQUIT,
+        pass_fds=(counts.write_fd,),
     )
     return nginx, conf
 
@@ -303,14 +310,16 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
     if args.run_dir is None:
         made.append(run_dir)
     log.info("run directory: %s", run_dir)
+    names = [m.name for m in models]
     service = service_process(
-        settings, args.model_dir, run_dir, default, ports, child_environment(settings)
+        settings, args.model_dir, run_dir, names, default, ports, child_environment(settings)
     )
     made.append(service.socket_dir)
     ready_file = new_ready_file()
     made.append(ready_file.parent)
+    counts = RequestCounts(str(service.metrics_dir), default)
     nginx, nginx_conf = nginx_child(
-        settings, layout, run_dir, args.host, models, default, rest_ports, service, ready_file
+        settings, layout, run_dir, args.host, default, rest_ports, service, ready_file, counts
     )
     stack = Stack(
         settings=settings,
@@ -324,28 +333,11 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
         service=service,
         ready_file=ready_file,
         model_servers=model_server_children(settings, models, run_dir, ports),
+        counts=counts,
     )
     for child in stack.children:  # serve writes every line of the stack itself
         child.relay = output_relay(settings)
     return stack
-
-
-def start_relay(stack: Stack) -> FrontLogRelay:
-    """The thread that passes nginx's request log on to the Python service's /metrics; a
-    replaced log file is read until nginx's old workers are gone (their drain, then a margin)."""
-    stack.relay = FrontLogRelay(
-        stack.nginx_conf.front_log,
-        stack.service.metrics_port,
-        stack.service.token,
-        reload_nginx=lambda: stack.nginx.signal(signal.SIGHUP),
-        retire_seconds=NGINX_DRAIN_SECONDS + 5.0,
-    ).start()
-    log.info(
-        "every request: logged by nginx to %s, counted by the Python service (udp port %d)",
-        stack.nginx_conf.front_log,
-        stack.service.metrics_port,
-    )
-    return stack.relay
 
 
 def forget_models_on_crash(stack: Stack) -> Callable[[Child], None]:
@@ -377,23 +369,29 @@ class _UnixHTTPConnection(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
-def service_ready(socket_path: str, token: str, timeout: float = 1.0) -> bool:
-    """True when the Python service answers GET /ping with 200 (its handlers are imported)."""
-    conn = _UnixHTTPConnection(socket_path, timeout)
-    return answers_ok(conn, "/ping", {TOKEN_HEADER: token})
+def service_not_ready(socket_path: str, timeout: float = 1.0) -> str | None:
+    """None once the Python service answers GET /ping with 200 (the one readiness: every
+    model AVAILABLE on every instance, the handlers imported, their processes answering);
+    else why not, as it says."""
+    reply = get(_UnixHTTPConnection(socket_path, timeout), "/ping")
+    if reply is None:
+        return "the Python service does not answer yet"
+    if reply[0] == 200:
+        return None
+    try:
+        return str(json.loads(reply[1])["error"])
+    except (ValueError, KeyError, TypeError):
+        return f"the Python service answered {reply[0]}"
 
 
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
-    """Until every model is AVAILABLE on every instance and the Python service answers (False
-    on deadline, stop or death); then lets /ping probe them (ready_file)."""
+    """Until the Python service's /ping answers 200 and nginx listens (False on deadline,
+    stop or death); then lets nginx's /ping ask the service (ready_file)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
-    pending = {(port, m.name) for port in stack.rest_ports for m in stack.models}
-    if not stack.models:  # multi-model: every instance up (it loads models on request)
-        pending = {(port, "") for port in stack.rest_ports}
-    service_pending = True
     port = stack.settings.bind_to_port
-    nginx_pending = True  # ready is never said before nginx listens
-    while pending or service_pending or nginx_pending:
+    pending: str | None = "not asked yet"
+    listens = False  # ready is never said before nginx listens
+    while pending is not None or not listens:
         if supervisor.stopping:
             return False
         dead = [c for c in stack.children if not c.alive()]
@@ -414,21 +412,12 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             log.error(
                 "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
                 stack.settings.wait_time_seconds,
-                sorted(pending)
-                + (["python-service"] if service_pending else [])
-                + ([f"nginx (not listening on port {port})"] if nginx_pending else []),
+                pending or f"nginx is not listening on port {port}",
             )
             return False
-        nginx_pending = nginx_pending and not listening(stack.nginx.pid, port)
-        pending = {
-            (port, name)
-            for port, name in pending
-            if not (model_available(port, name, 1.0) if name else instance_up(port, 1.0))
-        }
-        service_pending = service_pending and not service_ready(
-            stack.service.socket_path, stack.service.token
-        )
-        if pending or service_pending or nginx_pending:
+        listens = listens or listening(stack.nginx.pid, port)
+        pending = service_not_ready(stack.service.socket_path)
+        if pending is not None or not listens:
             supervisor.sleep(READY_POLL_SECONDS)
     stack.ready_file.touch()
     return True
@@ -446,7 +435,7 @@ def startup_failure(stack: Stack) -> str | None:
     return None
 
 
-def shutdown(stack: Stack, requested_at: float, keep: set[int] | None = None) -> None:
+def shutdown(stack: Stack, requested_at: float) -> None:
     """Ping goes 503, nginx drains in-flight requests, then the Python service and the model
     servers stop; all within SHUTDOWN_BUDGET_SECONDS of `requested_at` (time.monotonic())."""
     deadline = requested_at + SHUTDOWN_BUDGET_SECONDS
@@ -461,14 +450,13 @@ def shutdown(stack: Stack, requested_at: float, keep: set[int] | None = None) ->
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
-    if stack.relay is not None:
-        stack.relay.stop()  # what nginx logged last
+    if stack.counts is not None:
+        stack.counts.stop()  # what nginx wrote last
     handlers = [stack.service.handlers] if stack.service.handlers is not None else []
     backends = [stack.service.child, *handlers, *stack.model_servers]
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
-    stop_leftovers(deadline - time.monotonic(), keep or set())
     for child in stack.children:  # what they wrote last, before our last line
         child.drain(max(0.0, deadline - time.monotonic()))
     stack.service.cleanup()
@@ -553,7 +541,8 @@ def run(args: argparse.Namespace) -> int:
         if stack.service.handlers is not None:
             stack.service.handlers.start()
         stack.service.child.start()
-        start_relay(stack)
+        if stack.counts is not None:
+            stack.counts.start()
         stack.nginx.start()
         if not wait_until_ready(stack, supervisor):
             if supervisor.stopping:
@@ -576,8 +565,10 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     finally:
-        watchdog_pid = {watchdog.proc.pid} if watchdog.proc is not None else set()
-        shutdown(stack, supervisor.stop_requested_at or time.monotonic(), keep=watchdog_pid)
+        stopped_at = supervisor.stop_requested_at or time.monotonic()
+        shutdown(stack, stopped_at)
+        keep = {watchdog.proc.pid} if watchdog.proc is not None else set()
+        stop_leftovers(stopped_at + SHUTDOWN_BUDGET_SECONDS - time.monotonic(), keep)
         if args.run_dir is None:
             shutil.rmtree(stack.run_dir, ignore_errors=True)
         watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)

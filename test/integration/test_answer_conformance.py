@@ -19,10 +19,10 @@ import requests
 from answer_cases import ANSWER_CASES, AnswerCase
 from conftest import free_port_range
 from loopback import serving
+from sagemaker_serving.formats.builtin import BuiltinFormats
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.launcher.nginx_config import find_nginx
 from sagemaker_serving.launcher.njs_tables import write_njs_tables
-from sagemaker_serving.service.default_handlers import BuiltinFormats
 
 ACCEPTS = {"application/json": "json", "application/jsonlines": "json_lines", "text/csv": "csv"}
 ANSWERS = {case.name: case.answer for case in ANSWER_CASES}

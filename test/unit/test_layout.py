@@ -141,7 +141,7 @@ TOP_LEVEL = (
     "docker/Dockerfile",
     "container/sagemaker_serving/serve.py",
     "container/sagemaker_serving/python_service.py",
-    "nginx/nginx.conf.template",
+    "nginx/nginx.conf.j2",
     "nginx/tfs.js",
     "test",
     "scripts",

@@ -2,7 +2,8 @@
 names answers come in, and the top-level keys of TF Serving's request and answer bodies.
 
 The one home of these tables: the Python service's formats read them (formats/), and serve
-writes them into the njs fast path's tables (launcher/njs_tables.py, for nginx/tfs.js).
+writes those nginx/tfs.js needs to pass a TF Serving request straight on into its tables
+(launcher/njs_tables.py).
 """
 
 from __future__ import annotations
@@ -27,13 +28,16 @@ TFEXAMPLE_TYPES = frozenset(
     {"application/x-tfexample", "application/tfrecord", "application/x-tfrecord"}
 )
 
-TEXT_TYPES = frozenset({*JSON_TYPES, *JSON_LINES_TYPES, CSV})  # the njs fast path's too
+TEXT_TYPES = frozenset({*JSON_TYPES, *JSON_LINES_TYPES, CSV})
 BINARY_TYPES = frozenset({NPY, *BYTES_TYPES, *TFEXAMPLE_TYPES})  # the Python service's alone
 BUILTIN_TYPES: frozenset[str] = TEXT_TYPES | BINARY_TYPES
 DEFAULT_TYPE = JSON  # a request without a Content-Type, an answer without an Accept
 
 # Accept: supported answer types in tie-break order (a wildcard prefers the earliest).
 ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
+# Accept values (whole, lowercase) whose answer is JSON whatever the answer holds: nginx may
+# pass a TF Serving request with one of these (or none) straight to the model server.
+JSON_ANSWER_ACCEPTS = frozenset({JSON, "*/*", "application/*"})
 SUPPORTED = "application/json, application/jsonlines, text/csv"
 # An Accept range's q value (matched whole; in the syntax Python and JavaScript share).
 QVALUE_PATTERN = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"

@@ -1,5 +1,5 @@
-"""Internal ports: a (gRPC, REST) pair for each model server instance, and the loopback UDP
-port of the front-metrics relay (front_metrics.py), all from SAGEMAKER_SAFE_PORT_RANGE."""
+"""Internal ports: a (gRPC, REST) pair for each model server instance, from
+SAGEMAKER_SAFE_PORT_RANGE."""
 
 from __future__ import annotations
 
@@ -46,20 +46,3 @@ def _check_bind_port(bind_port: int, ports: list[tuple[int, int]]) -> None:
                     f"port {bind_port} is also the {kind} port of model server instance {i}; "
                     "choose another port or set SAGEMAKER_SAFE_PORT_RANGE to a range without it",
                 )
-
-
-def front_metrics_port(settings: Settings) -> int:
-    """The loopback UDP port serve relays nginx's request reports to: the first port of
-    SAGEMAKER_SAFE_PORT_RANGE after the model servers' (0, a free one, when no range is set)."""
-    if settings.safe_port_range is None:
-        return 0
-    low, high = settings.safe_port_range
-    port = low + 2 * settings.instance_count
-    if port > high:
-        raise SettingsError(
-            "SAGEMAKER_SAFE_PORT_RANGE",
-            f"{low}-{high} leaves no port for the front-metrics relay: the "
-            f"{settings.instance_count} model server(s) take {2 * settings.instance_count} "
-            "ports and the relay one more",
-        )
-    return port

@@ -60,11 +60,10 @@ def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
     a TF Serving predict/classify/regress document (for JSON Lines and CSV, which read it).
     """
     chosen = negotiate(accept)
-    text = one_line(tfs_body)
-    if chosen == JSON:
-        return text + b"\n", chosen
+    if chosen == JSON:  # TF Serving's answer as it wrote it (as nginx passes it on)
+        return tfs_body, chosen
     try:
-        return _convert(text.decode("utf-8", "replace"), chosen), chosen
+        return _convert(one_line(tfs_body).decode("utf-8", "replace"), chosen), chosen
     except ValueError:
         raise PayloadError(NOT_AN_ANSWER, 502) from None
 

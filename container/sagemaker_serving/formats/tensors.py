@@ -1,5 +1,5 @@
 """Built-in binary formats as tensors for gRPC Predict (its outputs are written as TF Serving's
-REST text by tfs_rest_json, see service/default_handlers.py).
+REST text by tfs_rest_json, see formats/builtin.py).
 
 Raw bytes (images), .npy arrays and serialized tf.Examples skip base64 and JSON both ways:
 measured on the digits model, a gRPC Predict costs the model server about a third less CPU

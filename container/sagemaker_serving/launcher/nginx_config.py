@@ -1,24 +1,25 @@
-"""nginx.conf for a run, rendered from nginx/nginx.conf.template, and where nginx and its
-modules are."""
+"""nginx.conf for a run, rendered from nginx/nginx.conf.j2 (Jinja2), the tables nginx/tfs.js
+reads written beside it (njs_tables.py), and where nginx and its modules are."""
 
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import jinja2
 
 from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
-from sagemaker_serving.launcher.front_log_relay import FRONT_LOG, new_log, nginx_access_log
 from sagemaker_serving.launcher.njs_tables import write_njs_tables
 
-TEMPLATE_NAME = "nginx.conf.template"
+TEMPLATE_NAME = "nginx.conf.j2"
+SCRIPT_NAME = "tfs.js"
 
 
 def _assets() -> Path:
@@ -38,117 +39,55 @@ MODULE_DIRS = (
 )
 NJS_MODULE = "ngx_http_js_module.so"
 HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
-_PLACEHOLDER = re.compile(r"%([A-Z_]+)%")
 CONF_NAME = "nginx.conf"
-ANSWER_LIMIT_FACTOR = 4  # the fast path holds model server answers up to 4x the body limit
-PROBE_BUFFER = "1m"  # /ping's probes read at most this: a status answer is a few hundred bytes
-TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # under nginx_temp_root()
-
-# /invocations through njs; what njs cannot convert goes on to the Python service.
-FAST_PATH_LOCATIONS = """        location = /invocations {
-            js_content tfs.invocations;
-        }"""
-
-# /invocations straight to the Python service (the user's inference.py); the query string
-# means nothing to it and is not passed.
-_POST_ONLY = '{"error": "Method Not Allowed: use POST /invocations", "request_id": "$req_id"}'
-SERVICE_LOCATIONS = f"""        location = /invocations {{
-            if ($request_method != POST) {{
-                add_header Allow POST always;
-                add_header X-Request-Id $req_id always;
-                return 405 '{_POST_ONLY}\\n';
-            }}
-            proxy_pass http://python_service/invocations;
-            proxy_hide_header X-Request-Id;
-        }}"""
+TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # in the service's folder
+ERROR_PAGES = (400, 403, 404, 405, 406, 411, 412, 413, 414, 415, 416, 429, 431, 500, 502, 503,
+               504, 507)  # fmt: skip
 
 
-# Multi-model endpoints: the /models API (loads wait up to SAGEMAKER_TFS_WAIT_TIME_SECONDS).
-def multi_model_locations(load_timeout_seconds: int) -> str:
-    # Model names are opaque: `/models/..%2F..%2Fping` must reach the service as it was
-    # sent, so the raw request URI is matched before nginx decodes and resolves it; never on
-    # an error page's internal redirect (that one re-runs this with the original URI).
-    return f"""        if ($multi_model_route) {{
-            rewrite ^ /_multi_model last;
-        }}
-
-        location = /_multi_model {{
-            internal;
-            proxy_pass http://python_service$request_uri;
-            proxy_hide_header X-Request-Id;
-            proxy_read_timeout {load_timeout_seconds}s;
-        }}"""
-
-
-# The maps behind `$multi_model_route` (http level; volatile: re-evaluated after a redirect).
-MULTI_MODEL_MAPS = """    map $request_uri $multi_model_uri {
-        "~^/models(/|\\?|$)" 1;
-        default 0;
+def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
+    """What nginx answers itself, by the name its error page gives (tfs.js's `error`):
+    (status, message, Allow header or "")."""
+    limit = size_text(settings.body_limit_bytes)
+    errors = {
+        "400": (400, "Bad Request", ""),
+        "403": (403, "Forbidden", ""),
+        "404": (404, "Not Found", ""),
+        "405": (405, "Method Not Allowed", ""),
+        "406": (406, "Not Acceptable", ""),
+        "411": (411, "Length Required", ""),
+        "412": (412, "Precondition Failed", ""),
+        "413": (413, f"Payload Too Large: the request body is over the {limit} limit", ""),
+        "414": (414, "URI Too Long", ""),
+        "415": (415, "Unsupported Media Type", ""),
+        "416": (416, "Range Not Satisfiable", ""),
+        "429": (
+            429,
+            "Too Many Requests: this client has "
+            f"{settings.nginx_max_connections_per_client} requests in progress",
+            "",
+        ),
+        "431": (431, "Request Header Fields Too Large", ""),
+        "500": (500, "Internal Server Error", ""),
+        "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)", ""),
+        "502": (502, "Bad Gateway: a backend process is unavailable", ""),
+        "503": (503, "Service Unavailable", ""),
+        "504": (504, "Gateway Timeout: the backend did not answer in time", ""),
+        "507": (507, "Insufficient Storage", ""),
+        "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
+        "header-bytes": (400, "Bad Request: control characters in a request header", ""),
+        "405-get": (405, "Method Not Allowed: use GET /execution-parameters", "GET, HEAD"),
+        "model-server-down": (503, "The model server is unavailable", ""),
+        "model-server-timeout": (
+            504,
+            f"The model server did not answer within {settings.proxy_read_timeout_seconds} s",
+            "",
+        ),
+        "starting": (503, "Starting: not ready yet", ""),
+        "draining": (503, "Shutting down", ""),
     }
-    map $uri $not_error_page {
-        volatile;
-        "~^/_error/" 0;
-        default 1;
-    }
-    map "$multi_model_uri$not_error_page" $multi_model_route {
-        volatile;
-        "11" 1;
-        default 0;
-    }"""
-
-# Always present when the Python service runs: its /ping, /metrics and the njs hand-over.
-SERVICE_COMMON_LOCATIONS = """        location @python_service {
-            rewrite ^ /invocations? break;
-            proxy_pass http://python_service;
-            proxy_hide_header X-Request-Id;
-        }
-
-        location = /metrics {
-            if ($request_method !~ ^(GET|HEAD)$) { return 405; }
-            proxy_pass http://python_service;
-        }"""
-
-
-def ping_gate(ready_file: Path) -> str:
-    """In /ping's internal probe locations: 503 at once until serve has seen everything ready
-    and created `ready_file` (where nginx's workers can see it). While the models load, a probe
-    would be refused (or find no gunicorn socket yet), and nginx logs each refusal as an error
-    of the /ping request."""
-    return (
-        f'if (!-f "{ready_file}") {{ '
-        """return 503 '{"error": "Starting: not ready yet", "request_id": "$req_id"}\\n'; }"""
-    )
-
-
-def service_ping_location(gate: str) -> str:
-    """The Python service's /ping, one of /ping's probes, behind `gate` (ping_gate)."""
-    return f"""        location = /_service/ping {{
-            internal;
-            {gate}
-            proxy_pass_request_body off;
-            # no body, so no length (else: request desync); a location that sets a header
-            # inherits none, so the others are set again
-            proxy_set_header Content-Length "";
-            proxy_set_header Connection "";
-            proxy_set_header Host localhost;
-            proxy_set_header X-Request-Id $req_id;
-            proxy_set_header X-Sagemaker-Serving-Token $service_token;
-            proxy_connect_timeout 1s;
-            proxy_read_timeout 1500ms;
-            proxy_buffering off;  # into a bound its answer never reaches: it cannot hang
-            subrequest_output_buffer_size {PROBE_BUFFER};
-            proxy_pass http://python_service/ping;
-        }}"""
-
-
-def service_upstream(socket_path: str) -> str:
-    return (
-        "    upstream python_service {\n"
-        f"        server unix:{socket_path} max_fails=0;\n"
-        "        keepalive 32;\n"
-        "        keepalive_timeout 60s;\n"
-        "    }"
-    )
+    assert {str(status) for status in ERROR_PAGES} <= set(errors)
+    return errors
 
 
 class NginxSetupError(StartupError):
@@ -186,8 +125,8 @@ def find_nginx(nginx_dir: Path = NGINX_DIR) -> NginxLayout:
             "the nginx headers-more module was not found: install it "
             "(apt-get install libnginx-mod-http-headers-more-filter)"
         )
-    if not (nginx_dir / TEMPLATE_NAME).exists() or not (nginx_dir / "tfs.js").exists():
-        raise NginxSetupError(f"{nginx_dir} must hold {TEMPLATE_NAME} and tfs.js")
+    if not (nginx_dir / TEMPLATE_NAME).exists() or not (nginx_dir / SCRIPT_NAME).exists():
+        raise NginxSetupError(f"{nginx_dir} must hold {TEMPLATE_NAME} and {SCRIPT_NAME}")
     return NginxLayout(binary, module, headers_more, nginx_dir)
 
 
@@ -197,22 +136,6 @@ def size_text(num_bytes: int) -> str:
     return f"{num_bytes // mib}m" if num_bytes % mib == 0 else str(num_bytes)
 
 
-def upstream_servers(rest_ports: Sequence[int]) -> str:
-    return "\n".join(f"        server 127.0.0.1:{port} max_fails=0;" for port in rest_ports)
-
-
-def render(template: str, values: Mapping[str, object]) -> str:
-    """Fill every %NAME% placeholder; a placeholder without a value is an error."""
-    missing = sorted(set(_PLACEHOLDER.findall(template)) - set(values))
-    if missing:
-        raise NginxSetupError(f"nginx template placeholders without values: {missing}")
-    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]), template)
-
-
-def render_file(nginx_dir: Path, values: Mapping[str, object]) -> str:
-    return render((nginx_dir / TEMPLATE_NAME).read_text(), values)
-
-
 class PythonServiceLink(Protocol):
     """What nginx needs of the Python service (serve's ServiceProcess)."""
 
@@ -220,28 +143,7 @@ class PythonServiceLink(Protocol):
     def socket_path(self) -> str: ...  # gunicorn's unix socket
 
     @property
-    def token(self) -> str: ...  # the run's secret, sent along to the service
-
-    @property
     def handles_invocations(self) -> bool: ...  # user code: /invocations goes to it
-
-
-def nginx_temp_root(service: PythonServiceLink) -> Path:
-    """Where nginx's workers write request bodies that outgrow memory (a chunked body near the
-    limit: its framing takes room in the buffer too): the directory of the service's socket
-    (0700, serve's user: nginx's too); nginx makes the folders in it."""
-    return Path(service.socket_path).parent
-
-
-def ping_targets(rest_ports: Sequence[int], model_names: Sequence[str]) -> str:
-    """What /ping checks besides the Python service, as `kind=internal URI` (tfs.js ping):
-    `model=` every model AVAILABLE on every model server instance. With no models
-    (multi-model), nothing: the service's /ping tells whether every instance is up
-    (health.InstanceWatch), so /ping neither waits for a model server busy loading models
-    nor reads a page that grows with every model loaded (the metrics)."""
-    return " ".join(
-        f"model=/_instance/{port}/v1/models/{m}" for port in rest_ports for m in model_names
-    )
 
 
 @dataclass
@@ -250,20 +152,25 @@ class NginxConf:
 
     layout: NginxLayout
     path: Path
-    values: dict[str, object]
-    front_log: Path  # a line per request nginx answers (front_log_relay.py)
+    values: dict[str, Any]
+    errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
 
     def write(self, draining: bool = False) -> Path:
-        """Write the file (0600: it holds the run's secret) and the njs tables beside it
-        (njs_tables.py); `draining`: /ping answers 503."""
-        self.values["DRAINING"] = "1" if draining else "0"
-        write_njs_tables(self.path.parent)
-        write_private(self.path, render_file(self.layout.nginx_dir, self.values))
+        """Write the file (and the njs tables beside it); `draining`: /ping answers 503."""
+        write_njs_tables(self.path.parent, self.errors)
+        environment = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(self.layout.nginx_dir),
+            undefined=jinja2.StrictUndefined,  # a value the template names must be given
+            keep_trailing_newline=True,
+            autoescape=False,
+        )
+        text = environment.get_template(TEMPLATE_NAME).render(**self.values, draining=draining)
+        write_private(self.path, text)
         return self.path
 
     def command(self) -> list[str]:
         """nginx in the foreground on this file (add -t to only test it)."""
-        run_dir = str(self.values["RUN_DIR"])
+        run_dir = str(self.values["run_dir"])
         return [self.layout.binary, "-e", "stderr", "-p", run_dir, "-c", str(self.path)]
 
 
@@ -275,53 +182,45 @@ def nginx_conf(
     listen: str,
     default_model: str,
     rest_ports: Sequence[int],
-    model_names: Sequence[str],
     service: PythonServiceLink,
     ready_file: Path,
     shutdown_grace: int,
+    counts_path: str,
+    counts_format: str,
 ) -> NginxConf:
     """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, /ping
-    waits for `ready_file` (ping_gate), nginx ends its own drain after `shutdown_grace` s."""
-    gate = ping_gate(ready_file)
-    temp_root = nginx_temp_root(service)
+    waits for `ready_file`, nginx ends its own drain after `shutdown_grace` s, and writes a line
+    per request to `counts_path` (request_counts.py)."""
+    temp_dir = Path(service.socket_path).parent  # the service's folder: serve's user's
     for sub in TEMP_DIRS:
-        (temp_root / sub).mkdir(exist_ok=True)
-    front_log = new_log(run_dir / FRONT_LOG)
-    invocations = SERVICE_LOCATIONS if service.handles_invocations else FAST_PATH_LOCATIONS
-    upstreams = service_upstream(service.socket_path)
-    if settings.multi_model:
-        invocations += "\n\n" + multi_model_locations(settings.wait_time_seconds + 10)
-        upstreams += "\n\n" + MULTI_MODEL_MAPS
-    values: dict[str, object] = {
-        "NJS_MODULE": layout.njs_module,
-        "HEADERS_MORE_MODULE": layout.headers_more_module,
-        "CLIENT_TIMEOUT": settings.nginx_client_timeout_seconds,
-        "CONNECTIONS_PER_CLIENT": settings.nginx_max_connections_per_client,
-        "WORKER_PROCESSES": settings.nginx_worker_processes,
-        "RUN_DIR": run_dir,
-        "NGINX_TEMP": temp_root,
-        "LOG_LEVEL": settings.nginx_log_level,
-        "SHUTDOWN_GRACE": shutdown_grace,
-        "PING_GATE": gate,
-        "PROBE_BUFFER": PROBE_BUFFER,
-        "NGINX_DIR": layout.nginx_dir,
-        "NJS_TABLES_DIR": run_dir,  # beside nginx.conf (NginxConf.write)
-        "ACCESS_LOG": "/dev/stdout",
-        "ACCESS_LOG_FORMAT": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
-        "BODY_LIMIT": size_text(settings.body_limit_bytes),
-        "RESPONSE_BUFFER": size_text(ANSWER_LIMIT_FACTOR * settings.body_limit_bytes),
-        "PROXY_TIMEOUT": settings.proxy_read_timeout_seconds,
-        "TFS_SERVERS": upstream_servers(rest_ports),
-        "EXTRA_UPSTREAMS": upstreams,
-        "LISTEN": listen,
-        "DEFAULT_MODEL": default_model,
-        "EXECUTION_PARAMETERS": json.dumps(execution_parameters(settings)),
-        "INVOCATIONS_LOCATIONS": invocations,
-        "SERVICE_LOCATIONS": SERVICE_COMMON_LOCATIONS + "\n\n" + service_ping_location(gate),
-        "METRICS_LOG": nginx_access_log(front_log),
-        "SERVICE_TOKEN": service.token,
-        "NGINX_USER": nginx_user(),
-        # multi-model: 200 once the service is up, whatever is loaded
-        "PING_TARGETS": f"{ping_targets(rest_ports, model_names)} ok=/_service/ping".strip(),
+        (temp_dir / sub).mkdir(exist_ok=True)
+    values: dict[str, Any] = {
+        "njs_module": layout.njs_module,
+        "headers_more_module": layout.headers_more_module,
+        "user": nginx_user(),
+        "worker_processes": settings.nginx_worker_processes,
+        "run_dir": run_dir,
+        "shutdown_grace": shutdown_grace,
+        "log_level": settings.nginx_log_level,
+        "nginx_dir": layout.nginx_dir,
+        "tables_dir": run_dir,  # beside nginx.conf (NginxConf.write)
+        "temp_dir": temp_dir,
+        "access_log_format": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
+        "counts_format": counts_format,
+        "counts_path": counts_path,
+        "body_limit": size_text(settings.body_limit_bytes),
+        "client_timeout": settings.nginx_client_timeout_seconds,
+        "connections_per_client": settings.nginx_max_connections_per_client,
+        "proxy_timeout": settings.proxy_read_timeout_seconds,
+        "rest_ports": list(rest_ports),
+        "service_socket": service.socket_path,
+        "multi_model": settings.multi_model,
+        "user_code": service.handles_invocations,
+        "listen": listen,
+        "default_model": default_model,
+        "error_pages": ERROR_PAGES,
+        "ready_file": ready_file,
+        "execution_parameters": json.dumps(execution_parameters(settings)),
+        "load_timeout": settings.wait_time_seconds + 10,
     }
-    return NginxConf(layout, run_dir / CONF_NAME, values, front_log)
+    return NginxConf(layout, run_dir / CONF_NAME, values, front_door_errors(settings))

@@ -1,8 +1,8 @@
-"""The njs fast path's tables, written by serve from their Python homes beside the rendered
-nginx.conf as a module nginx/tfs.js imports (`tfs_rules.js`), so the fast path cannot drift
-from the Python service: the routing rules (config/routing_rules.py, with the model version
-bound of tfs_rest_json/model_version.py) and the body formats, Accept names and echo limit
-(config/body_formats.py). tfs.js writes none of these itself (test_njs_tables.py checks)."""
+"""The tables nginx/tfs.js reads, written by serve from their Python homes beside the rendered
+nginx.conf as a module tfs.js imports (`tfs_rules.js`): the routing rules it reads a TF Serving
+request's path with (config/routing_rules.py), the media types of a request it may pass
+straight on (config/body_formats.py), and nginx's own error answers (nginx_config.py).
+tfs.js writes none of these itself (test_njs_tables.py checks)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _whole(pattern: str) -> str:
     return f"^(?:{pattern})$"
 
 
-def njs_tables() -> dict[str, object]:
+def njs_tables(errors: dict[str, tuple[int, str, str]]) -> dict[str, object]:
     """The tables by the names tfs.js reads them."""
     return {
         "attributesHeader": routing.HEADER,
@@ -29,28 +29,21 @@ def njs_tables() -> dict[str, object]:
         "methodKey": routing.METHOD,
         "modelNamePattern": _whole(routing.MODEL_NAME_PATTERN.pattern),
         "modelVersionPattern": _whole(routing.MODEL_VERSION_PATTERN.pattern),
-        "methods": dict(routing.METHODS),  # method -> the request key of its records
+        "methods": dict(routing.METHODS),
         "defaultMethod": routing.DEFAULT_METHOD,
-        "expected": dict(routing.EXPECTED),  # attribute -> what a bad value should have been
         "json": bodies.JSON,
-        "csv": bodies.CSV,
         "defaultType": bodies.DEFAULT_TYPE,
         "jsonTypes": sorted(bodies.JSON_TYPES),
-        "jsonLinesTypes": list(bodies.JSON_LINES_NAMES),
-        "utf8Charsets": list(bodies.UTF8_CHARSETS),
-        "acceptTypes": list(bodies.ACCEPT_TYPES),
-        "supported": bodies.SUPPORTED,
-        "qvaluePattern": _whole(bodies.QVALUE_PATTERN),
-        "maxEcho": bodies.MAX_ECHO,
+        "jsonAnswerTypes": sorted(bodies.JSON_ANSWER_ACCEPTS),
         "requestKeys": list(bodies.REQUEST_KEYS),
-        "answerKeys": list(bodies.ANSWER_KEYS),
-        "columnarAnswerKey": bodies.COLUMNAR_ANSWER_KEY,
+        "errors": errors,
+        "unknownError": "500",  # what an error page of no name of `errors` answers
     }
 
 
-def njs_module() -> str:
+def njs_module(errors: dict[str, tuple[int, str, str]]) -> str:
     """The module's text: one object literal (JSON is JavaScript)."""
-    tables = json.dumps(njs_tables(), indent=4)
+    tables = json.dumps(njs_tables(errors), indent=4)
     return (
         "// Written by serve from the Python definitions (sagemaker_serving/launcher/"
         "njs_tables.py): do not edit.\n"
@@ -58,8 +51,7 @@ def njs_module() -> str:
     )
 
 
-def write_njs_tables(directory: Path) -> Path:
-    """The module, in `directory` (which the rendered nginx.conf names as a js_path)."""
+def write_njs_tables(directory: Path, errors: dict[str, tuple[int, str, str]]) -> Path:
     path = directory / MODULE_NAME
-    path.write_text(njs_module())
+    path.write_text(njs_module(errors))
     return path

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_serving.config import access as service_access
-from sagemaker_serving.config.access import new_token, token_fd
-from sagemaker_serving.config.ports import front_metrics_port
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.environments import pool as handler_pool
@@ -24,7 +22,6 @@ from sagemaker_serving.environments.build import (
 )
 from sagemaker_serving.launcher.supervisor import Child
 from sagemaker_serving.launcher.universal_code import download_universal_code
-from sagemaker_serving.service.front_metrics import bind_socket
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +35,7 @@ class ServiceProcess:
     socket_dir: Path
     handles_invocations: bool  # True with user code; else it only takes the binary formats
 
-    metrics_port: int  # loopback UDP: reports of what nginx answered (front_metrics.py)
-    token: str  # the run's secret nginx sends along (config/access.py)
+    metrics_dir: Path  # the Prometheus values of every process (serve's counts too)
     lifeline: int  # the write end of the pipe whose end-of-file tells pools serve is gone
     handlers: Child | None = None  # the handler pool of a single-model endpoint's own code
     pool_dir: Path | None = None
@@ -71,6 +67,7 @@ def service_process(
     settings: Settings,
     model_dir: Path,
     run_dir: Path,
+    models: list[str],
     default_model: str,
     ports: list[tuple[int, int]],
     env: dict[str, str],
@@ -122,6 +119,7 @@ def service_process(
     config = ServiceConfig(
         code_dir=str(code_dir),
         default_model=default_model,
+        models=models,
         rest_ports=[rest for _, rest in ports],
         grpc_ports=[grpc for grpc, _ in ports],
         # answer (504) a little before nginx gives up on the request
@@ -153,22 +151,10 @@ def service_process(
     fresh_mme_state_dir(run_dir)
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
-    token = new_token()
     metrics_dir = run_dir / "prometheus"
     shutil.rmtree(metrics_dir, ignore_errors=True)
     metrics_dir.mkdir(parents=True)
-    metrics_socket = bind_socket(front_metrics_port(settings))
-    metrics_port = metrics_socket.getsockname()[1]
-    metrics_fd = metrics_socket.detach()
-    secret_fd = token_fd(token)
-    argv = [
-        sys.executable,
-        "-m",
-        "sagemaker_serving.python_service",
-        str(config_path),
-        f"--front-metrics-fd={metrics_fd}",
-        f"--token-fd={secret_fd}",
-    ]
+    argv = [sys.executable, "-m", "sagemaker_serving.python_service", str(config_path)]
     child_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
     child_env.pop("PYTHONPATH", None)
     log.info(
@@ -176,14 +162,13 @@ def service_process(
         "user code in " + str(code_dir) if user_code else "built-in formats only",
         ", ".join(python_paths) or "no extra paths",
     )
-    child = Child("python-service", argv, child_env, pass_fds=(metrics_fd, secret_fd, lifeline))
+    child = Child("python-service", argv, child_env, pass_fds=(lifeline,))
     return ServiceProcess(
         child,
         socket_path,
         socket_dir,
         user_code,
-        metrics_port,
-        token,
+        metrics_dir,
         lifeline_end,
         handlers,
         pool_dir,

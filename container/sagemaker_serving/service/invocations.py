@@ -17,7 +17,7 @@ from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.config.routing_rules import HEADER as ATTRIBUTES_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.errors import StatusError
-from sagemaker_serving.service.default_handlers import BuiltinFormats
+from sagemaker_serving.formats.builtin import BuiltinFormats
 from sagemaker_serving.service.error_answers import status_and_message, write_error
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.pipeline import Pipeline
@@ -68,7 +68,7 @@ class Invocations:
         self.metrics = metrics
         self.placement = placement
         self.client = ModelServerClient(config.rest_ports, config.grpc_ports)
-        formats = BuiltinFormats(self.client, metrics)
+        formats = BuiltinFormats(self.client, metrics.records)
         defaults.install(formats)  # what default_input/output_handler do in this worker
         self.pipeline = Pipeline(placement, self.client, formats, metrics)
 

@@ -208,3 +208,17 @@ class Stage:
         self, kind: type | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.metrics.stage_took(self.name, time.monotonic() - self.started)
+
+
+class MetricsPage:
+    """GET /metrics: every process's values (it reads their files: on a thread)."""
+
+    def __init__(self, metrics: ServiceMetrics, placement: Any) -> None:
+        self.metrics = metrics
+        self.placement = placement
+
+    async def on_get(self, req: Any, resp: Any) -> None:
+        resp.content_type = "text/plain; version=0.0.4; charset=utf-8"
+        resp.data = await self.placement.thread(self.metrics.render)
+
+    on_head = on_get

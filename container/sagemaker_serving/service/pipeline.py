@@ -2,16 +2,16 @@
 
 Where each step runs is decided here, from what the handlers are: the user's functions on the
 worker's event loop or threads (placement.py); the whole chain in a handler process of their
-own, crossed to once (environments/remote.py); the built-in formats (default_handlers.py) where
+own, crossed to once (environments/remote.py); the built-in formats (formats/builtin.py) where
 the user wrote no function. Each result is held to the handler contract where it is returned
 (user_code/contract.py).
 
-The answer's status: 200, or the model server's error status when it answered one and
-output_handler made the answer from it (a pass-through `return response.content,
-context.accept_header` answers a wrong shape 400 with TF Serving's body, not 200: a failed
-prediction never looks like a success). Its content type: the handler's, unless none or a
-wildcard echoed from Accept (`*/*`): then the first concrete type Accept names, else
-application/json.
+The answer's status: 200, or the model server's error status when it answered one and the
+answer was made from it, by output_handler or the built-in formats (a pass-through `return
+response.content, context.accept_header` answers a wrong shape 400 with TF Serving's body,
+not 200: a failed prediction never looks like a success). Its content type: the handler's,
+unless none or a wildcard echoed from Accept (`*/*`): then the first concrete type Accept
+names, else application/json.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, NamedTuple
 from sagemaker_serving.config.body_formats import DEFAULT_TYPE
 from sagemaker_serving.environments.messages import make_response
 from sagemaker_serving.errors import StatusError
+from sagemaker_serving.formats.builtin import LARGE_PAYLOAD, BuiltinFormats
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
-from sagemaker_serving.service.default_handlers import LARGE_PAYLOAD, BuiltinFormats
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.tfs_client import wire as tfs_wire
@@ -109,8 +109,12 @@ class Pipeline:
         return await self.client.rest.arequest("POST", context.rest_uri, body, context.deadline)
 
     async def _builtin_answer(self, response: Any, context: Context) -> Answer:
+        """The built-in formats' answer, with the model server's status when it is an error."""
         large = len(response.content) > LARGE_PAYLOAD
-        return Answer(*await self.placement.ours(large, self.formats.answer, response, context))
+        body, content_type = await self.placement.ours(
+            large, self.formats.answer, response, context
+        )
+        return made(body, content_type, context, response.status_code)
 
     async def _in_handler_processes(
         self, pool: HandlerProcesses, data: io.BytesIO, context: Context

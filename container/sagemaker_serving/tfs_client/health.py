@@ -1,9 +1,9 @@
 """Is a model server up, and is a model AVAILABLE on it: the one home of both questions.
 
 `version_states` reads TF Serving's model status answer (GET /v1/models/<model>) and
-`all_available` decides on it; serve's start-up probe (`model_available`) and the multi-model
-manager (waiting for a load) both ask through them. `instance_up` asks whether an instance
-answers at all, and `InstanceWatch` keeps asking it for a multi-model /ping.
+`all_available` decides on it; the service's readiness (`InstanceWatch`, what /ping answers)
+and the multi-model manager (waiting for a load) both ask through them. `instance_up` asks
+whether an instance answers at all.
 """
 
 from __future__ import annotations
@@ -103,19 +103,28 @@ def model_path(model: str) -> str:
 
 
 class InstanceWatch:
-    """Whether every model server instance is up, known at once: a daemon thread asks each
-    instance's status (INSTANCE_PROBE_PATH) every `every` seconds, each with its own
-    `timeout`. An instance is down when its last probe failed (refused, reset, not a status
-    answer) or when no probe finished for `timeout` plus two rounds (it hangs). A model server
-    busy loading models answers late, but it is up: a multi-model /ping asks this, never the
-    model server itself, so it answers within milliseconds whatever the loads do.
+    """Whether every model server instance is ready, known at once: a daemon thread asks each
+    instance every `every` seconds, each question with its own `timeout`: are `models` all
+    AVAILABLE there (a single-model endpoint), else does it answer at all (a multi-model one:
+    INSTANCE_PROBE_PATH's status). An instance is down when its last round failed (refused,
+    reset, not a status answer, a model not AVAILABLE) or when no round finished for `timeout`
+    plus two rounds (it hangs). A model server busy loading models answers late, but it is up:
+    /ping asks this, never the model server itself, so it answers within milliseconds
+    whatever the loads do.
 
     The thread starts in each process that uses it (`start`, also on first use): a worker
     starts it as it makes its app, so its first /ping finds the probes' answers there (a first
     round that had to wait on a model server busy with a load answered 503)."""
 
-    def __init__(self, rest_ports: Collection[int], every: float = 0.5, timeout: float = 5.0):
+    def __init__(
+        self,
+        rest_ports: Collection[int],
+        models: Collection[str] = (),
+        every: float = 0.5,
+        timeout: float = 5.0,
+    ):
         self.rest_ports = list(rest_ports)
+        self.models = list(models)  # each AVAILABLE on each instance, else only it answers
         self.every = every
         self.timeout = timeout
         self._last: dict[int, tuple[float, bool]] = {}  # port -> (when it finished, up)
@@ -133,6 +142,9 @@ class InstanceWatch:
             finished, up = self._last.get(port, (None, False))
             if finished is None:
                 return f"model server instance {index} has not answered yet"
+            if not up and self.models:
+                models = ", ".join(self.models)
+                return f"model server instance {index}: not every model is AVAILABLE ({models})"
             if not up:
                 return f"model server instance {index} is not answering"
             if now - finished > self.timeout + 2 * self.every:
@@ -155,7 +167,10 @@ class InstanceWatch:
     def _run(self) -> None:
         while True:
             for port in self.rest_ports:
-                up = instance_up(port, self.timeout)
+                if self.models:
+                    up = all(model_available(port, m, self.timeout) for m in self.models)
+                else:
+                    up = instance_up(port, self.timeout)
                 self._last[port] = (time.monotonic(), up)
             self._first.set()
             time.sleep(self.every)

@@ -2,7 +2,7 @@
 that leaves a conversion to them (`from sagemaker_serving import default_input_handler`).
 
 Each process that runs handlers installs what does the work, once, at start: the service's
-workers the built-in formats themselves (service/default_handlers.py), a handler process the
+workers the built-in formats themselves (formats/builtin.py), a handler process the
 calls that ask the service for them (environments/host.py), which it does not import.
 
 Standard library only: handler processes import it under the user's interpreter.
@@ -32,7 +32,7 @@ def _conversions() -> BuiltinConversions:
     inference.py), the built-in formats without a model server (every format but the binary
     ones, which need the model's signature)."""
     if not _installed:
-        from sagemaker_serving.service.default_handlers import BuiltinFormats
+        from sagemaker_serving.formats.builtin import BuiltinFormats
 
         install(BuiltinFormats(None))
     return _installed[0]

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from sagemaker_serving import serve
-from sagemaker_serving.config.access import TOKEN_HEADER
 from sagemaker_serving.config.model_discovery import discover_models
 from sagemaker_serving.config.settings import VARIABLES, Settings
 from sagemaker_serving.environments import requirements
@@ -32,15 +31,16 @@ class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
 
 
 class _Ping(http.server.BaseHTTPRequestHandler):
-    """GET /ping: 200 with the right token, else 403 (as the service answers)."""
+    """GET /ping: 200 once `ready`, else 503 with the service's JSON error."""
 
-    token = "secret"
+    ready = False
 
     def do_GET(self) -> None:
-        ok = self.path == "/ping" and self.headers.get(TOKEN_HEADER) == self.token
-        self.send_response(200 if ok else 403)
-        self.send_header("Content-Length", "0")
+        body = b"" if self.ready else b'{"error": "Not ready: model m is loading"}'
+        self.send_response(200 if self.ready else 503)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def address_string(self) -> str:  # a unix socket has no client address
         return "unix"
@@ -62,13 +62,14 @@ def service_socket(tmp_path: Path) -> Iterator[str]:
         server.server_close()
 
 
-def test_service_ready_needs_a_200_to_ping_with_the_token(service_socket: str):
-    assert serve.service_ready(service_socket, "secret")
-    assert not serve.service_ready(service_socket, "wrong")
+def test_readiness_is_the_services_ping(service_socket: str, monkeypatch):
+    assert serve.service_not_ready(service_socket) == "Not ready: model m is loading"
+    monkeypatch.setattr(_Ping, "ready", True)
+    assert serve.service_not_ready(service_socket) is None
 
 
-def test_service_ready_is_false_while_nothing_listens(tmp_path: Path):
-    assert not serve.service_ready(str(tmp_path / "not-yet.sock"), "secret")
+def test_readiness_waits_while_nothing_listens(tmp_path: Path):
+    assert serve.service_not_ready(str(tmp_path / "not-yet.sock")) is not None
 
 
 def test_arguments_and_their_defaults():

@@ -99,15 +99,3 @@ def test_range_allocation_properties(low, span, count, bind):
     assert len(set(flat)) == len(flat)
     assert all(low <= p <= high for p in flat)
     assert bind not in flat
-
-
-def test_the_front_metrics_relay_takes_the_next_port_of_the_safe_range():
-    from sagemaker_serving.config.ports import front_metrics_port
-
-    assert front_metrics_port(settings()) == 0  # no range: a free port
-    ranged = settings(SAGEMAKER_SAFE_PORT_RANGE="10000-10999", SAGEMAKER_TFS_INSTANCE_COUNT="2")
-    assert allocate_model_server_ports(ranged) == [(10000, 10001), (10002, 10003)]
-    assert front_metrics_port(ranged) == 10004
-    tight = settings(SAGEMAKER_SAFE_PORT_RANGE="10000-10003", SAGEMAKER_TFS_INSTANCE_COUNT="2")
-    with pytest.raises(SettingsError, match=r"^SAGEMAKER_SAFE_PORT_RANGE: .*front-metrics relay"):
-        front_metrics_port(tight)

@@ -1,4 +1,4 @@
-"""Who may use the Python service's sockets: modes, nginx's `user`, the run's secret."""
+"""Who may use the Python service's sockets: modes, nginx's `user`, private files."""
 
 from __future__ import annotations
 
@@ -6,13 +6,7 @@ import os
 import stat
 
 from sagemaker_serving.config import access as service_access
-from sagemaker_serving.config.access import (
-    new_token,
-    read_token,
-    socket_dir,
-    token_fd,
-    write_private,
-)
+from sagemaker_serving.config.access import socket_dir, write_private
 
 
 def test_the_sockets_are_for_serves_own_user():
@@ -32,19 +26,6 @@ def test_nginx_workers_run_as_serves_user(monkeypatch):
     assert service_access.nginx_user() == ""
     monkeypatch.setattr(service_access.os, "geteuid", lambda: 0)
     assert service_access.nginx_user().startswith("user root ")
-
-
-def test_the_secret_is_fresh():
-    first, second = new_token(), new_token()
-    assert first != second and len(first) >= 40
-
-
-def test_the_token_fd_can_be_read_at_every_restart():
-    fd = token_fd("the-secret")
-    try:
-        assert read_token(fd) == read_token(fd) == "the-secret"
-    finally:
-        os.close(fd)
 
 
 def test_write_private_makes_the_file_0600_even_over_a_wider_one(tmp_path):

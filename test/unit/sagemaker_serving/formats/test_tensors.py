@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from format_helpers import npy
+from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.answers import encode_response
+from sagemaker_serving.formats.builtin import BuiltinFormats
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tensors import tensor_request
 from sagemaker_serving.formats.tfrecord import frame_tfrecord
-from sagemaker_serving.service.default_handlers import BuiltinFormats
 from sagemaker_serving.tfs_client.wire import Example
-from sagemaker_serving.user_code.handler_api import HandlerError
 from tfs_model_server.codec.responses import predict_response
 
 IMAGE_IN = {"image_bytes": InputSpec("image_bytes", "DT_STRING", (-1,))}
@@ -109,7 +109,7 @@ def test_grpc_outputs_answer_the_bytes_of_the_rest_path(outputs, accept):
 
 def test_float32_outputs_are_written_as_tf_serving_writes_them():
     outputs = {"y": np.array([0.12345679, 1 / 3, 3.0], np.float32)}
-    assert answer(outputs) == b'{"predictions": [0.123456791, 0.333333343, 3.0]}\n'
+    assert answer(outputs) == b'{\n    "predictions": [0.123456791, 0.333333343, 3.0\n    ]\n}'
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_float32_outputs_are_written_as_tf_serving_writes_them():
     ],
 )
 def test_outputs_tf_serving_cannot_write_are_its_400(outputs, message):
-    with pytest.raises(HandlerError) as info:
+    with pytest.raises(StatusError) as info:
         answer(outputs)
     assert info.value.status == 400 and message in info.value.message
 

@@ -1,34 +1,34 @@
-"""sagemaker_serving.launcher.nginx_config: nginx.conf rendered as serve renders it, for the
-fast path, user code and a multi-model endpoint, and accepted by the real `nginx -t` (which also
-compiles tfs.js, so an njs syntax error fails here as it would at container start)."""
+"""sagemaker_serving.launcher.nginx_config: nginx.conf rendered from nginx/nginx.conf.j2 as
+serve renders it, without user code, with user code and on a multi-model endpoint, and
+accepted by the real `nginx -t` (which also compiles tfs.js, so an njs syntax error fails here
+as it would at container start)."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
 import pytest
 
-from sagemaker_serving.config.access import new_token
 from sagemaker_serving.config.settings import Settings
-from sagemaker_serving.errors import error_body
 from sagemaker_serving.launcher.nginx_config import (
+    ERROR_PAGES,
     NGINX_DIR,
     NginxConf,
     NginxSetupError,
     find_nginx,
+    front_door_errors,
     nginx_conf,
-    ping_targets,
-    render,
     size_text,
 )
+from sagemaker_serving.launcher.request_counts import log_format
 
 VARIANTS = {  # name: (environment, user code)
-    "fast-path": ({}, False),
+    "built-in": ({}, False),
     "user-code": ({}, True),
     "multi-model": ({"SAGEMAKER_MULTI_MODEL": "true"}, True),
 }
@@ -39,29 +39,31 @@ class ServiceLink:
     """The Python service as nginx sees it (serve's ServiceProcess without the process)."""
 
     socket_path: str
-    token: str
     handles_invocations: bool
+
+
+def conf_for(run_dir: Path, settings: Settings, user_code: bool, nginx_dir: Path) -> NginxConf:
+    sockets = run_dir / "service"
+    sockets.mkdir(parents=True, exist_ok=True)
+    return nginx_conf(
+        settings,
+        find_nginx(nginx_dir),
+        run_dir,
+        listen="127.0.0.1:8080",
+        default_model="" if settings.multi_model else "half_plus_three",
+        rest_ports=[8501, 8503],
+        service=ServiceLink(str(sockets / "gunicorn.sock"), user_code),
+        ready_file=run_dir / "ping" / "ready",
+        shutdown_grace=17,
+        counts_path="/dev/null",
+        counts_format=log_format(),
+    )
 
 
 def render_variant(run_dir: Path, variant: str, nginx_dir: Path = NGINX_DIR) -> NginxConf:
     """nginx.conf for `variant` written into `run_dir`, as serve writes it."""
     env, user_code = VARIANTS[variant]
-    settings = Settings.from_env(env)
-    sockets = run_dir / "service"
-    sockets.mkdir(parents=True)
-    multi_model = settings.multi_model
-    conf = nginx_conf(
-        settings,
-        find_nginx(nginx_dir),
-        run_dir,
-        listen="127.0.0.1:8080",
-        default_model="" if multi_model else "half_plus_three",
-        rest_ports=[8501, 8503],
-        model_names=[] if multi_model else ["half_plus_three"],
-        service=ServiceLink(str(sockets / "gunicorn.sock"), new_token(), user_code),
-        ready_file=run_dir / "ping" / "ready",
-        shutdown_grace=17,
-    )
+    conf = conf_for(run_dir, Settings.from_env(env), user_code, nginx_dir)
     conf.write()
     return conf
 
@@ -92,55 +94,45 @@ def test_nginx_rejects_an_njs_syntax_error(tmp_path: Path, variant: str):
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_every_json_answer_nginx_makes_itself_has_the_python_services_keys(
-    tmp_path: Path, variant: str
-):
-    """nginx's own error bodies (`return NNN '{...}'`) have the keys of the Python service's
-    one writer (errors.error_body); tfs.js's sendError writes the same two."""
+def test_every_answer_nginx_makes_itself_is_written_by_one_function(tmp_path: Path, variant):
+    """No `return NNN 'body'` in the config: every error page goes to tfs.js's `error`, which
+    answers from the error table (every page has an entry), and the only answer nginx writes
+    itself is /execution-parameters'."""
     text = render_variant(tmp_path, variant).path.read_text()
-    bodies = re.findall(r"return\s+(\d{3})\s+'(\{[^']*\})\\n'", text)
-    assert len(bodies) > 20, bodies  # the error pages, the methods, the checks, ...
-    python_keys = set(json.loads(error_body("m", "r")))
-    for status, body in bodies:
-        doc = json.loads(body.replace("$req_id", "r"))
-        assert set(doc) == python_keys and doc["request_id"] == "r", (status, body)
-    njs = (NGINX_DIR / "tfs.js").read_text()
-    assert "sendJson(r, status, {error: clean(message), request_id: r.variables.req_id});" in njs
+    returns = re.findall(r"return\s+(\d{3})\b([^;]*);", text)
+    assert returns == [("200", returns[0][1])] and "MaxConcurrentTransforms" in returns[0][1]
+    pages = set(re.findall(r"error_page ([\d ]+)(?: =\d+)? /_error/([\w-]+);", text))
+    errors = front_door_errors(Settings.from_env({}))
+    assert {name for _, name in pages} <= set(errors)
+    assert {str(status) for status in ERROR_PAGES} <= {name for _, name in pages}
+    assert text.count("js_content tfs.error;") == 1
 
 
 def test_the_variants_route_invocations_where_they_should(tmp_path: Path):
     text = {name: render_variant(tmp_path / name, name).path.read_text() for name in VARIANTS}
-    assert "js_content tfs.invocations;" in text["fast-path"]
+    assert "js_content tfs.invocations;" in text["built-in"]
     assert "proxy_pass http://python_service/invocations;" in text["user-code"]
     assert "$multi_model_route" not in text["user-code"]
     assert "rewrite ^ /_multi_model last;" in text["multi-model"]
-    assert "model=/_instance/8503/v1/models/half_plus_three" in text["fast-path"]
+    for variant in VARIANTS:  # /ping is the Python service's readiness, on every variant
+        assert "proxy_pass http://python_service/ping;" in text[variant]
 
 
 def test_the_config_is_private_and_draining_rewrites_it(tmp_path: Path):
-    conf = render_variant(tmp_path, "fast-path")
-    assert conf.path.stat().st_mode & 0o777 == 0o600  # it holds the run's secret
+    conf = render_variant(tmp_path, "built-in")
+    assert conf.path.stat().st_mode & 0o777 == 0o600
     before = conf.path.read_text()
     conf.write(draining=True)
     after = conf.path.read_text()
-    assert before != after
+    assert before != after and "rewrite ^ /_error/draining last;" in after
     assert nginx_test(conf).returncode == 0
 
 
-def test_ping_targets():
-    assert ping_targets([8501, 8503], ["a", "b"]) == (
-        "model=/_instance/8501/v1/models/a model=/_instance/8501/v1/models/b "
-        "model=/_instance/8503/v1/models/a model=/_instance/8503/v1/models/b"
-    )
-    # multi-model: the Python service's /ping alone (it knows whether every instance is up);
-    # never the metrics page (it grows with every model ever loaded)
-    assert ping_targets([8501], []) == ""
-
-
-def test_render_needs_a_value_for_every_placeholder():
-    assert render("listen %LISTEN%;", {"LISTEN": 8080, "OTHER": 1}) == "listen 8080;"
-    with pytest.raises(NginxSetupError, match=r"\['LISTEN', 'USER'\]"):
-        render("user %USER%; listen %LISTEN%;", {})
+def test_the_template_needs_a_value_for_every_name_it_uses(tmp_path: Path):
+    conf = render_variant(tmp_path, "built-in")
+    del conf.values["listen"]
+    with pytest.raises(jinja2.UndefinedError, match="listen"):
+        conf.write()
 
 
 @pytest.mark.parametrize(
@@ -151,7 +143,7 @@ def test_size_text(num_bytes: int, text: str):
 
 
 def test_find_nginx_needs_the_template_and_tfs_js(tmp_path: Path):
-    with pytest.raises(NginxSetupError, match=r"nginx\.conf\.template and tfs\.js"):
+    with pytest.raises(NginxSetupError, match=r"nginx\.conf\.j2 and tfs\.js"):
         find_nginx(tmp_path)
     assert find_nginx().nginx_dir == NGINX_DIR
 
@@ -161,19 +153,6 @@ def test_find_nginx_needs_the_template_and_tfs_js(tmp_path: Path):
     [(1, {}, 1), (2, {}, 1), (8, {}, 4), (2, {"SAGEMAKER_NGINX_WORKER_PROCESSES": "2"}, 2)],
 )
 def test_nginx_worker_processes(tmp_path: Path, cpus: int, env: dict, workers: int):
-    settings = Settings.from_env(env, cpu_count=cpus)
-    (tmp_path / "service").mkdir()
-    conf = nginx_conf(
-        settings,
-        find_nginx(NGINX_DIR),
-        tmp_path,
-        listen="127.0.0.1:8080",
-        default_model="m",
-        rest_ports=[8501],
-        model_names=["m"],
-        service=ServiceLink(str(tmp_path / "service" / "g.sock"), new_token(), False),
-        ready_file=tmp_path / "ping" / "ready",
-        shutdown_grace=17,
-    )
+    conf = conf_for(tmp_path, Settings.from_env(env, cpu_count=cpus), False, NGINX_DIR)
     text = conf.write().read_text()
     assert f"\nworker_processes {workers};\n" in text

@@ -1,16 +1,14 @@
 """No location of serve's nginx.conf has a size past which it hangs: the real nginx, with the
 config serve writes, in front of stand-in backends (a model server on a loopback port and a
 Python service on its unix socket) whose every answer is larger than nginx's proxy buffers
-(64k + 16 x 64k = 1,114,112 bytes). Each route answers within a deadline: /ping (its
-per-instance and service probes), the fast path (/_tfs/), the Python service's routes
-(user-code /invocations, /models, /metrics). And /ping never reads a page whose size grows
-(the metrics): a multi-model /ping stopped answering for good once the model server's
-metrics page outgrew the buffers."""
+(64k + 16 x 64k = 1,114,112 bytes). Each route answers within a deadline: /ping, a TF Serving
+request passed straight to the model server (/_tfs/), the Python service's routes
+(/invocations, /models, /metrics); and a model server that does not answer is nginx's JSON
+error, never its HTML page."""
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import shutil
@@ -28,9 +26,10 @@ import pytest
 import loopback
 from loopback import serving
 from process_utils import free_port, terminate
-from sagemaker_serving.config.access import SOCKET_UMASK, new_token, socket_dir
+from sagemaker_serving.config.access import SOCKET_UMASK, socket_dir
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import find_nginx, nginx_conf
+from sagemaker_serving.launcher.request_counts import log_format
 from sagemaker_serving.serve import new_ready_file
 
 BIG = 2 * 1024 * 1024  # past proxy_buffer_size + proxy_buffers
@@ -38,27 +37,19 @@ DEADLINE = 20.0  # seconds for any answer
 
 
 class Backend(BaseHTTPRequestHandler):
-    """Answers every request with a JSON body of `big` bytes, except, when `small`, the
-    status of a model (as a model server: AVAILABLE for `m`, else a JSON 404) and the
-    Python service's /ping (200)."""
+    """Answers every request with a JSON body of `big` bytes (the Python service's /ping too,
+    unless `small`: then an empty 200)."""
 
     protocol_version = "HTTP/1.1"
     big = BIG
     small = True
-    page = 0  # set: a predict is answered with an HTML page of this status, as nginx's own
 
     def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         path = self.path.split("?")[0]
-        if self.small and path == "/v1/models/m":
-            status, body = 200, AVAILABLE
-        elif self.small and path.startswith("/v1/models/") and ":" not in path:
-            status, body = 404, b'{ "error": "Could not find any versions of model x" }'
-        elif self.small and path == "/ping":
+        if self.small and path == "/ping":
             status, body = 200, b""
-        elif self.page and path.endswith(":predict"):
-            status, body = self.page, b"<html><body><h1>nginx says no</h1></body></html>"
         else:
             items = ",".join(["1.0"] * ((self.big - 20) // 4))
             status, body = 200, ('{"predictions": [' + items + "]}").encode()
@@ -87,7 +78,6 @@ class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
 @dataclass(frozen=True)
 class ServiceLink:
     socket_path: str
-    token: str
     handles_invocations: bool
 
 
@@ -98,12 +88,12 @@ def _as_gunicorn_leaves_it(path: Path) -> None:
 
 @contextlib.contextmanager
 def front_door(
-    tmp_path: Path, env: dict[str, str], user_code: bool, model: str = "m"
+    tmp_path: Path, env: dict[str, str], user_code: bool, model_server: bool = True
 ) -> Iterator[int]:
-    """nginx as serve configures it, its backends the stand-ins; yields its port."""
+    """nginx as serve configures it, its backends the stand-ins (`model_server`: one runs);
+    yields its port."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     settings = Settings.from_env(env)
-    token = new_token()
     sockets = socket_dir()
     socket_path = sockets / "gunicorn.sock"
     tfs = ThreadingHTTPServer(("127.0.0.1", 0), Backend)
@@ -118,15 +108,21 @@ def front_door(
         find_nginx(),
         tmp_path,
         listen=f"127.0.0.1:{port}",
-        default_model="" if multi_model else model,
+        default_model="" if multi_model else "m",
         rest_ports=[tfs.server_address[1]],
-        model_names=[] if multi_model else [model],
-        service=ServiceLink(str(socket_path), token, user_code),
+        service=ServiceLink(str(socket_path), user_code),
         ready_file=ready_file,
         shutdown_grace=1,
+        counts_path="/dev/null",
+        counts_format=log_format(),
     )
     conf.write()
-    with serving(tfs), serving(service):
+    if not model_server:
+        tfs.server_close()  # its port refuses
+    with contextlib.ExitStack() as backends:
+        if model_server:
+            backends.enter_context(serving(tfs))
+        backends.enter_context(serving(service))
         log = (tmp_path / "nginx.log").open("wb")
         nginx = subprocess.Popen(conf.command(), stdout=log, stderr=log)
         try:
@@ -149,61 +145,35 @@ def ask(port: int, method: str, path: str, body: bytes = b"") -> tuple[int, byte
     return loopback.ask(port, method, path, body, timeout=DEADLINE)
 
 
-AVAILABLE = b'{"model_version_status": [{"version": "1", "state": "AVAILABLE"}]}'
-
-
-def test_multi_model_ping_does_not_read_the_growing_metrics_page(tmp_path: Path):
-    """The model server's metrics page is BIG here, like every answer but a model's status."""
-    with front_door(tmp_path, {"SAGEMAKER_MULTI_MODEL": "true"}, user_code=True) as port:
-        status, body = ask(port, "GET", "/ping")
-        assert (status, body) == (200, b"")
-        for method, path in (("GET", "/models"), ("GET", "/metrics"), ("POST", "/models/x/invoke")):
-            status, body = ask(port, method, path)
-            assert (status, len(body)) == (200, len(body)) and len(body) > BIG - 100
-
-
-@pytest.mark.parametrize(("env", "user_code"), [({}, False), ({}, True)])
-def test_every_route_answers_past_the_proxy_buffers(tmp_path: Path, env: dict, user_code: bool):
-    with front_door(tmp_path, env, user_code) as port:
-        assert ask(port, "GET", "/ping") == (200, b"")
-        status, body = ask(port, "POST", "/invocations", b"[1.0]")
-        assert status == 200 and len(body) > BIG / 2, body[:200]
-        assert ask(port, "GET", "/metrics")[0] == 200
-
-
-def test_probes_answered_past_their_bound_end_without_hanging(tmp_path: Path, monkeypatch):
-    """A probe's answer is a few hundred bytes; one past its bound (1 MiB) ends /ping at
-    once (nginx closes the connection: "too big subrequest response"), never a hang."""
-    monkeypatch.setattr(Backend, "small", False)  # every probe answer is BIG too
-    for env in ({"SAGEMAKER_MULTI_MODEL": "true"}, {}):
-        with front_door(tmp_path / str(len(env)), env, user_code=True) as port:
-            started = time.monotonic()
-            with contextlib.suppress(http.client.RemoteDisconnected):
-                status, body = ask(port, "GET", "/ping")
-                assert status == 503 and json.loads(body)["error"].startswith("Not ready")
-            assert time.monotonic() - started < DEADLINE
-
-
-def test_a_ping_that_fails_names_the_model_not_an_internal_address(tmp_path: Path):
-    with front_door(tmp_path, {}, user_code=False, model="gone") as port:
-        status, body = ask(port, "GET", "/ping")
-    assert status == 503
-    assert json.loads(body)["error"] == "Not ready: model gone is not available (404)"
+TFS_REQUEST = b'{"instances": [1.0]}'  # passed straight to the model server
 
 
 @pytest.mark.parametrize(
-    ("page", "status", "error"),
-    [
-        (413, 502, "The request to the model server failed (HTTP 413)"),
-        (404, 502, "The request to the model server failed (HTTP 404)"),
-        (502, 503, "The model server is unavailable (HTTP 502)"),
-    ],
+    ("env", "user_code"),
+    [({}, False), ({}, True), ({"SAGEMAKER_MULTI_MODEL": "true"}, True)],
+    ids=["built-in", "user-code", "multi-model"],
 )
-def test_an_html_page_on_the_fast_paths_hop_is_json(tmp_path, monkeypatch, page, status, error):
-    """An HTML page about the fast path's own request to the model server (nginx's 413 was
-    one) reaches the client as a JSON error, never inside one."""
-    monkeypatch.setattr(Backend, "page", page)
-    with front_door(tmp_path, {}, user_code=False) as port:
-        got, body = ask(port, "POST", "/invocations", b"[1.0]")
-    assert got == status, body
-    assert b"<html" not in body and json.loads(body)["error"] == error
+def test_every_route_answers_past_the_proxy_buffers(tmp_path: Path, env: dict, user_code: bool):
+    with front_door(tmp_path, env, user_code) as port:
+        assert ask(port, "GET", "/ping") == (200, b"")
+        paths = ["/invocations", "/models", "/models/x/invoke", "/metrics"]
+        for path in paths if env else paths[:1] + paths[-1:]:
+            for body in (TFS_REQUEST, b"[1.0]"):  # straight on (built-in), else the service
+                status, answer = ask(port, "POST" if "invo" in path else "GET", path, body)
+                assert status == 200 and len(answer) > BIG / 2, (path, answer[:200])
+
+
+def test_a_big_ping_answer_ends_without_hanging(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(Backend, "small", False)
+    with front_door(tmp_path, {}, user_code=True) as port:
+        status, body = ask(port, "GET", "/ping")
+    assert status == 200 and len(body) > BIG / 2
+
+
+def test_a_model_server_that_does_not_answer_is_a_json_503(tmp_path: Path):
+    """A TF Serving request passed straight on, its model server down: nginx's own error
+    page, as JSON, naming no address."""
+    with front_door(tmp_path, {}, user_code=False, model_server=False) as port:
+        status, body = ask(port, "POST", "/invocations", TFS_REQUEST)
+    assert status == 503, body
+    assert json.loads(body)["error"] == "The model server is unavailable"

@@ -5,13 +5,11 @@ inherited descriptors; its sockets), without starting it."""
 from __future__ import annotations
 
 import os
-import socket
 import stat
 from pathlib import Path
 
 import pytest
 
-from sagemaker_serving.config.access import read_token
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import (
@@ -31,7 +29,8 @@ def prepared(tmp_path: Path, code: str | None = None, **env: str) -> ServiceProc
         (model_dir / "code").mkdir()
         (model_dir / "code" / "inference.py").write_text(code)
     settings = Settings.from_env(env, cpu_count=4)
-    return service_process(settings, model_dir, tmp_path / "run", "m", PORTS, {"PYTHONPATH": "x"})
+    env_vars = {"PYTHONPATH": "x"}
+    return service_process(settings, model_dir, tmp_path / "run", ["m"], "m", PORTS, env_vars)
 
 
 def option(service: ServiceProcess, name: str) -> str:
@@ -69,14 +68,11 @@ def test_settings_reach_the_service_in_its_config_and_only_there(tmp_path: Path)
         config = config_of(service)
         assert (config.workers, config.worker_timeout_seconds) == (3, 45)
         assert (config.log_level, config.log_format) == ("warning", "json")
-        # the command line: the module, its config file, the descriptors it inherits
-        metrics_fd, secret_fd, _ = service.child.pass_fds
+        # the command line: the module and its config file, nothing else
         assert service.child.argv[1:] == [
             "-m",
             "sagemaker_serving.python_service",
             str(tmp_path / "run" / "service.json"),
-            f"--front-metrics-fd={metrics_fd}",
-            f"--token-fd={secret_fd}",
         ]
     finally:
         service.cleanup()
@@ -93,38 +89,14 @@ def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path
     assert (config.worker_class, config.threads) == ("uvicorn", 8)  # where handlers run
 
 
-def test_sockets_are_private_and_the_secret_is_inherited(service: ServiceProcess):
+def test_sockets_are_private_and_the_lifeline_is_inherited(service: ServiceProcess):
     mode = stat.S_IMODE(service.socket_dir.stat().st_mode)
     assert mode == 0o700  # serve's user only: the whole stack runs as it
-    metrics_fd, token_fd, lifeline = service.child.pass_fds
+    (lifeline,) = service.child.pass_fds
     assert stat.S_ISFIFO(os.fstat(lifeline).st_mode)  # the read end: EOF once serve is gone
     assert not os.get_inheritable(service.lifeline)  # the write end stays with serve
-    metrics = socket.socket(fileno=os.dup(metrics_fd))
-    try:  # the socket serve's relay sends to: UDP on loopback, with a large receive buffer
-        assert metrics.type == socket.SOCK_DGRAM
-        assert metrics.getsockname() == ("127.0.0.1", service.metrics_port)
-        assert metrics.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) > 10 * 4096
-    finally:
-        metrics.close()
-    assert option(service, "front-metrics-fd") == str(metrics_fd)
-    assert option(service, "token-fd") == str(token_fd)
-    assert read_token(token_fd) == service.token
-    assert service.token not in " ".join(service.child.argv)
     assert service.child.env is not None and "PYTHONPATH" not in service.child.env
-    assert service.child.env["PROMETHEUS_MULTIPROC_DIR"].endswith("prometheus")
-
-
-def test_the_front_metrics_port_comes_from_the_safe_port_range(tmp_path: Path):
-    from process_utils import free_port_range
-
-    low, high = free_port_range(5)  # 2 model servers (PORTS' count), then the relay
-    (tmp_path / "run").mkdir()
-    env = {"SAGEMAKER_SAFE_PORT_RANGE": f"{low}-{high}", "SAGEMAKER_TFS_INSTANCE_COUNT": "2"}
-    process = prepared(tmp_path, **env)
-    try:
-        assert process.metrics_port == low + 4
-    finally:
-        process.cleanup()
+    assert service.child.env["PROMETHEUS_MULTIPROC_DIR"] == str(service.metrics_dir)
 
 
 def test_cleanup_closes_the_descriptors_and_removes_the_sockets(tmp_path: Path):

@@ -12,7 +12,6 @@ import psutil
 import pytest
 
 from sagemaker_serving import serve
-from sagemaker_serving.config.access import new_token
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import ServiceProcess
 from sagemaker_serving.launcher.supervisor import Child
@@ -52,8 +51,7 @@ def _stack(tmp_path: Path, nginx: Child, service_child: Child, model_server: Chi
         str(socket_dir / "s.sock"),
         socket_dir,
         False,
-        0,
-        new_token(),
+        tmp_path / "prometheus",
         lifeline,
     )
     return serve.Stack(

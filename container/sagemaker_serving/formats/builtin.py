@@ -2,8 +2,9 @@
 leave the conversion to it (`default_input_handler`, `default_output_handler`: user_code/
 defaults.py, which each worker points at its BuiltinFormats).
 
-The rules are the fast path's (nginx/tfs.js), so every path answers alike; the
-cases are in test/support/format_cases.py. Without handlers, binary payloads that fit the
+Every path answers alike (the cases are in test/support/format_cases.py); a TF Serving
+request that nginx passes straight to the model server is answered with its JSON as it is,
+as here. Without handlers, binary payloads that fit the
 model's input go to the model server as gRPC Predict tensors (formats/tensors.py), and their
 outputs are written as TF Serving's REST text (tfs_rest_json) before the same conversion as
 REST answers.
@@ -11,20 +12,19 @@ REST answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import tfs_rest_json
-from sagemaker_serving.config.body_formats import BINARY_TYPES
+from sagemaker_serving.config.body_formats import BINARY_TYPES, JSON
 from sagemaker_serving.formats import tensors as tensor_payloads
 from sagemaker_serving.formats.answers import encode_response
+from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest, decode_request
 from sagemaker_serving.formats.signature import signature_inputs, signature_outputs
 from sagemaker_serving.formats.tensors import TensorRequest
-from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.tfs_client.client import ModelServerClient
-from sagemaker_serving.tfs_client.rest import error_text
-from sagemaker_serving.user_code.handler_api import Context, HandlerError
 
 __all__ = ["BuiltinFormats"]
 
@@ -35,17 +35,19 @@ class BuiltinFormats:
     """Request decoding and answer encoding for one service process."""
 
     def __init__(
-        self, client: ModelServerClient | None, metrics: ServiceMetrics | None = None
+        self,
+        client: ModelServerClient | None,
+        on_records: Callable[[int | None], None] | None = None,
     ) -> None:
         self.client = client
-        self.metrics = metrics
+        self.on_records = on_records  # the records of each request decoded (the metrics)
 
-    def may_wait(self, context: Context, size: int) -> bool:
+    def may_wait(self, context: Any, size: int) -> bool:
         """Whether `request` may take a while: a large payload, or a binary one, which needs
         the model's signature from the model server."""
         return size > LARGE_PAYLOAD or media_type(context.request_content_type) in BINARY_TYPES
 
-    def decode(self, data: Any, context: Context, tensors: bool) -> ModelRequest | TensorRequest:
+    def decode(self, data: Any, context: Any, tensors: bool) -> ModelRequest | TensorRequest:
         """The client's payload as a TF Serving REST request, or (`tensors`) as Predict
         tensors where the payload fits the model's input as it is. Raises PayloadError."""
         body = data.read()
@@ -65,28 +67,28 @@ class BuiltinFormats:
         self._records(decoded.records)
         return decoded
 
-    def request(self, data: Any, context: Context) -> bytes:
+    def request(self, data: Any, context: Any) -> bytes:
         """default_input_handler: the TF Serving REST request body for the payload."""
         request = self.decode(data, context, tensors=False)
         assert isinstance(request, ModelRequest)
         return request.body
 
-    def answer(self, response: Any, context: Context) -> tuple[bytes, str]:
-        """A model server's REST answer as Accept asks (default_output_handler too); its
-        errors as HandlerError (its status and message)."""
+    def answer(self, response: Any, context: Any) -> tuple[bytes, str]:
+        """A model server's REST answer as Accept asks (default_output_handler too); an error
+        of its as it wrote it (its status goes with it: pipeline.py)."""
         if response.status_code != 200:
-            raise HandlerError(error_text(response), response.status_code)
+            return response.content, JSON
         return encode_response(response.content, context.accept_header)
 
-    def tensor_answer(self, outputs: dict, context: Context) -> tuple[bytes, str]:
+    def tensor_answer(self, outputs: dict, context: Any) -> tuple[bytes, str]:
         """Predict outputs as Accept asks, from the text TF Serving's REST API writes."""
         try:
             text = tfs_rest_json.predict_response(outputs, row_format=True)
         except tfs_rest_json.TensorJsonError as err:
-            raise HandlerError(str(err), 400) from None
+            raise PayloadError(str(err), 400) from None
         return encode_response(text, context.accept_header)
 
-    def _metadata(self, context: Context) -> dict:
+    def _metadata(self, context: Any) -> dict:
         if self.client is None:
             raise RuntimeError(
                 "The built-in binary formats need the model's signature from the model server"
@@ -95,5 +97,5 @@ class BuiltinFormats:
         return self.client.metadata(model, context.model_version, context.deadline)
 
     def _records(self, count: int | None) -> None:
-        if self.metrics is not None:
-            self.metrics.records(count)
+        if self.on_records is not None:
+            self.on_records(count)
