@@ -76,9 +76,9 @@ class Ours(Candidate):
     name = "ours"
 
     async def open(self, port: int) -> None:
-        from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
+        from sagemaker_serving.tfs_client.http11 import ConnectionPool
 
-        self.pool = AsyncConnectionPool("127.0.0.1", port, POOL)
+        self.pool = ConnectionPool("127.0.0.1", port, POOL)
 
     async def send(self, deadline: float) -> bytes:
         answer = await self.pool.exchange("POST", PATH, BODY, HEADERS, deadline)
