@@ -2,7 +2,7 @@
 
 One route, POST /invocations: the body (or, with MINIMAL_WRAP_B64=1, {"instances": [{"b64": ...}]}
 around it, as the classic JPEG inference.py sends) goes to the model server's REST predict URL
-on a kept-alive connection from the event loop (the service's own async_http11 pool), and its
+on a kept-alive connection from the event loop (the service's own http11 pool), and its
 answer comes back unchanged. No formats, user code, metrics, logging or error handling:
 reference_frontends.py runs it under gunicorn with the Python service's worker class and
 workers.
@@ -17,13 +17,13 @@ import time
 
 import falcon.asgi
 
-from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
+from sagemaker_serving.tfs_client.http11 import ConnectionPool
 
 PORT = int(os.environ["MINIMAL_MODEL_SERVER_PORT"])
 PATH = os.environ["MINIMAL_PREDICT_PATH"]
 WRAP_B64 = os.environ.get("MINIMAL_WRAP_B64") == "1"
 HEADERS = {"Content-Type": "application/json"}
-pool = AsyncConnectionPool("127.0.0.1", PORT)
+pool = ConnectionPool("127.0.0.1", PORT)
 
 
 class Forward:

@@ -2,7 +2,7 @@
 no lifespan events, no `server` header or access lines, and JSON for what it refuses itself.
 
 One worker answers many requests at once on its event loop: no thread hand-off per request,
-and the hop to the model server is made from the loop too (tfs_client/async_http11.py).
+and the hop to the model server is made from the loop too (tfs_client/http11.py).
 Handlers run where service/placement.py puts them.
 """
 

@@ -1,10 +1,12 @@
 """The model servers' REST API on kept-alive connections (http11.py), answering
 `requests.Response`.
 
-One connection pool per model server instance (thread-safe, at most POOL_SIZE idle
-connections kept; more concurrent requests get connections that close after use). Each call
-has the request's deadline: 503 ModelServerUnavailable when the model server is down, 504
-ModelServerTimeout past the deadline, ModelServerError with TF Serving's status and text for
+One connection pool per model server instance (at most POOL_SIZE idle connections kept; more
+concurrent requests get connections that close after use). `arequest` is made from the
+caller's event loop; `request`, for a caller on a thread (the built-in formats' metadata, the
+multi-model status polls), makes the same exchange on this process's client loop (loop_thread).
+Each call has the request's deadline: 503 ModelServerUnavailable when the model server is down,
+504 ModelServerTimeout past the deadline, ModelServerError with TF Serving's status and text for
 its error answers where the caller asks for them.
 """
 
@@ -22,8 +24,7 @@ from urllib.parse import urlsplit
 import requests
 from requests.structures import CaseInsensitiveDict
 
-from sagemaker_serving.tfs_client import health
-from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
+from sagemaker_serving.tfs_client import health, loop_thread
 from sagemaker_serving.tfs_client.errors import (
     UNAVAILABLE,
     ModelServerError,
@@ -35,7 +36,7 @@ from sagemaker_serving.tfs_client.responses import as_response
 
 log = logging.getLogger(__name__)
 
-POOL_SIZE = 32  # idle keep-alive connections kept per instance (and process)
+POOL_SIZE = 32  # idle keep-alive connections kept per instance (and event loop)
 HOST = "127.0.0.1"
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -49,39 +50,46 @@ class RestClient:
     def __init__(self, ports: Sequence[int], pool_size: int = POOL_SIZE) -> None:
         self.ports = list(ports)
         self.pool_size = pool_size
-        self._pools: dict[int, ConnectionPool] = {}
-        self._async_pools: dict[int, AsyncConnectionPool] = {}  # used by one loop thread
+        self._pools: dict[int, ConnectionPool] = {}  # the callers' event loop's
+        self._own_pools: dict[int, ConnectionPool] = {}  # the client loop's (`request`)
         self._lock = threading.Lock()
         self._metadata: dict[tuple[str, str | None], dict] = {}
-        for port in self.ports:
-            self._pool(port)
 
     def uri(self, index: int, path: str) -> str:
         """The URI of `path` on instance `index`."""
         return f"http://{HOST}:{self.ports[index]}{path}"
 
-    def request(
-        self, method: str, uri: str, body: bytes | str | None, deadline: float
-    ) -> requests.Response:
-        """Send to a model server URI (its port picks the pool) and read the whole answer;
-        503/504 ModelServerErrors when the model server is down or too slow."""
-        call = _Call.of(method, uri, body, deadline)
-        with _model_server_errors():
-            answer = self._pool(call.port).exchange(
-                method, call.path, call.body, call.headers, deadline
-            )
-        return response(answer, call.sent())
-
     async def arequest(
         self, method: str, uri: str, body: bytes | str | None, deadline: float
     ) -> requests.Response:
-        """`request` from an event loop (async_http11): the same answer and errors."""
+        """Send to a model server URI (its port picks the pool) from the running event loop
+        and read the whole answer; 503/504 ModelServerErrors when the model server is down or
+        too slow."""
+        return await self._exchange(self._pools, method, uri, body, deadline)
+
+    def request(
+        self, method: str, uri: str, body: bytes | str | None, deadline: float
+    ) -> requests.Response:
+        """`arequest` for a caller that is not on an event loop (a thread): the same answer and
+        errors, the exchange made on this process's client loop."""
+        exchange = self._exchange(self._own_pools, method, uri, body, deadline)
+        try:
+            return loop_thread.run(exchange, deadline)
+        except TimeoutError as exc:  # the loop did not settle the exchange by its deadline
+            raise ModelServerTimeout(_PAST_DEADLINE) from exc
+
+    async def _exchange(
+        self,
+        pools: dict[int, ConnectionPool],
+        method: str,
+        uri: str,
+        body: bytes | str | None,
+        deadline: float,
+    ) -> requests.Response:
         call = _Call.of(method, uri, body, deadline)
-        pool = self._async_pools.get(call.port)
+        pool = pools.get(call.port)
         if pool is None:
-            pool = self._async_pools[call.port] = AsyncConnectionPool(
-                HOST, call.port, self.pool_size
-            )
+            pool = pools[call.port] = ConnectionPool(HOST, call.port, self.pool_size)
         with _model_server_errors():
             answer = await pool.exchange(method, call.path, call.body, call.headers, deadline)
         return response(answer, call.sent())
@@ -136,22 +144,10 @@ class RestClient:
 
     def close(self) -> None:
         """Close every pooled connection."""
-        with self._lock:
-            pools, self._pools = list(self._pools.values()), {}
-        for pool in pools:
-            pool.close()
-        async_pools, self._async_pools = list(self._async_pools.values()), {}
-        for async_pool in async_pools:
-            async_pool.close()
-
-    def _pool(self, port: int) -> ConnectionPool:
-        pool = self._pools.get(port)
-        if pool is None:
-            with self._lock:
-                pool = self._pools.get(port)
-                if pool is None:
-                    pool = self._pools[port] = ConnectionPool(HOST, port, self.pool_size)
-        return pool
+        pools, self._pools = list(self._pools.values()), {}
+        _close_all(pools)
+        own, self._own_pools = list(self._own_pools.values()), {}
+        loop_thread.call(lambda: _close_all(own))
 
 
 @dataclass(frozen=True)
@@ -182,6 +178,11 @@ class _Call:
         request.method, request.url, request.body = self.method, self.uri, self.body
         request.headers = CaseInsensitiveDict(self.headers)
         return request
+
+
+def _close_all(pools: list[ConnectionPool]) -> None:
+    for pool in pools:
+        pool.close()
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
-"""http11.ConnectionPool and its event-loop twin async_http11.AsyncConnectionPool (every test
-runs against both) against a raw loopback socket server that answers canned bytes: what they
-accept, what they refuse, when they keep a connection, and that every wait has a deadline."""
+"""http11.ConnectionPool (asyncio) against a raw loopback socket server that answers canned
+bytes: what it accepts, what it refuses, when it keeps a connection, and that every wait has a
+deadline."""
 
 from __future__ import annotations
 
@@ -13,20 +13,15 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sagemaker_serving.tfs_client import http11
-from sagemaker_serving.tfs_client.async_http11 import AsyncConnectionPool
 from sagemaker_serving.tfs_client.http11 import PastDeadline, Unreachable
 
 
-class LoopPool:
-    """AsyncConnectionPool driven from these synchronous tests, on an event loop of its own."""
+class ConnectionPool:
+    """http11.ConnectionPool driven from these synchronous tests, on an event loop of its own."""
 
     def __init__(self, host: str, port: int, max_idle: int = 32) -> None:
         self.loop = asyncio.new_event_loop()
-        self.pool = AsyncConnectionPool(host, port, max_idle)
-
-    @property
-    def _idle(self):
-        return self.pool._idle
+        self.pool = http11.ConnectionPool(host, port, max_idle)
 
     def exchange(self, *args):
         return self.loop.run_until_complete(self.pool.exchange(*args))
@@ -35,17 +30,6 @@ class LoopPool:
         self.pool.close()
         self.loop.run_until_complete(asyncio.sleep(0))  # the aborted transports' callbacks
         self.loop.close()
-
-
-ConnectionPool: type = http11.ConnectionPool  # or LoopPool: the `pool_kind` fixture decides
-
-
-@pytest.fixture(params=["threads", "event loop"])
-def both_pools(request, monkeypatch) -> str:
-    """The test runs once with each pool."""
-    pool = http11.ConnectionPool if request.param == "threads" else LoopPool
-    monkeypatch.setitem(globals(), "ConnectionPool", pool)
-    return request.param
 
 
 Script = Callable[[socket.socket], None]
@@ -136,7 +120,7 @@ def exchange(server: RawServer, seconds: float = 5.0, body: bytes | None = b"{}"
 OK = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
 
 
-def test_the_request_carries_host_length_and_body(serve, both_pools):
+def test_the_request_carries_host_length_and_body(serve):
     server = serve(sends(OK))
     pool = ConnectionPool("127.0.0.1", server.port)
     pool.exchange("POST", "/v1/m:predict", b"[1]", {"Content-Type": "a/b"}, time.monotonic() + 5)
@@ -148,14 +132,14 @@ def test_the_request_carries_host_length_and_body(serve, both_pools):
     assert head.endswith(b"\r\n\r\n[1]")
 
 
-def test_a_get_sends_no_content_length(serve, both_pools):
+def test_a_get_sends_no_content_length(serve):
     server = serve(sends(OK))
     _, pool = exchange(server, body=None)
     pool.close()
     assert b"content-length" not in server.requests[0].lower()
 
 
-def test_status_headers_and_body_by_length_and_the_connection_is_kept(serve, both_pools):
+def test_status_headers_and_body_by_length_and_the_connection_is_kept(serve):
     server = serve(sends(OK))
     answer, pool = exchange(server)
     again = pool.exchange("GET", "/", None, {}, time.monotonic() + 5)
@@ -165,7 +149,7 @@ def test_status_headers_and_body_by_length_and_the_connection_is_kept(serve, bot
     assert again.body == b"{}" and server.connections == 1
 
 
-def test_a_chunked_body_with_extensions_and_trailers(serve, both_pools):
+def test_a_chunked_body_with_extensions_and_trailers(serve):
     chunked = (
         b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n"
@@ -184,7 +168,7 @@ def test_a_chunked_body_with_extensions_and_trailers(serve, both_pools):
         b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}",
     ],
 )
-def test_an_http_1_0_or_connection_close_answer_is_not_reused(serve, answer, both_pools):
+def test_an_http_1_0_or_connection_close_answer_is_not_reused(serve, answer):
     server = serve(sends(answer))
     _, pool = exchange(server)
     pool.exchange("GET", "/", None, {}, time.monotonic() + 5)
@@ -192,7 +176,7 @@ def test_an_http_1_0_or_connection_close_answer_is_not_reused(serve, answer, bot
     assert server.connections == 2
 
 
-def test_a_body_without_length_ends_when_the_server_closes(serve, both_pools):
+def test_a_body_without_length_ends_when_the_server_closes(serve):
     def script(conn: socket.socket) -> None:
         conn.sendall(b"HTTP/1.1 200 OK\r\n\r\nuntil the end")
         conn.shutdown(socket.SHUT_WR)
@@ -214,12 +198,12 @@ def test_a_body_without_length_ends_when_the_server_closes(serve, both_pools):
         b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 300 + b"\r\n",
     ],
 )
-def test_what_is_not_an_http_answer_is_unreachable(serve, garbage, both_pools):
+def test_what_is_not_an_http_answer_is_unreachable(serve, garbage):
     with pytest.raises(Unreachable):
         exchange(serve(sends(garbage)))
 
 
-def test_a_connection_closed_in_the_body_is_unreachable(serve, both_pools):
+def test_a_connection_closed_in_the_body_is_unreachable(serve):
     def script(conn: socket.socket) -> None:
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
         raise OSError("closed")
@@ -228,16 +212,17 @@ def test_a_connection_closed_in_the_body_is_unreachable(serve, both_pools):
         exchange(serve(script))
 
 
-def test_a_refused_connection_is_unreachable(both_pools):
+def test_a_refused_connection_is_unreachable():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     pool = ConnectionPool("127.0.0.1", port)
     with pytest.raises(Unreachable):
         pool.exchange("GET", "/", None, {}, time.monotonic() + 5)
+    pool.close()
 
 
-def test_a_trickling_answer_stops_at_the_deadline(serve, both_pools):
+def test_a_trickling_answer_stops_at_the_deadline(serve):
     """One chunk every 0.2 s forever: each read has a timeout, the whole answer the deadline."""
     head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     server = serve(sends(head, *([b"1\r\nx\r\n"] * 100), pause=0.2))
@@ -247,7 +232,7 @@ def test_a_trickling_answer_stops_at_the_deadline(serve, both_pools):
     assert time.monotonic() - started < 5
 
 
-def test_a_deadline_already_past_does_not_send(serve, both_pools):
+def test_a_deadline_already_past_does_not_send(serve):
     server = serve(sends(OK))
     pool = ConnectionPool("127.0.0.1", server.port)
     with pytest.raises(PastDeadline):
@@ -256,28 +241,9 @@ def test_a_deadline_already_past_does_not_send(serve, both_pools):
     assert server.requests == []
 
 
-def test_the_pool_keeps_at_most_max_idle_connections(serve):
+def test_the_pool_keeps_at_most_max_idle(serve):
     server = serve(sends(OK))
-    pool = ConnectionPool("127.0.0.1", server.port, max_idle=2)
-    barrier = threading.Barrier(5)
-
-    def one() -> None:
-        barrier.wait()
-        pool.exchange("GET", "/", None, {}, time.monotonic() + 5)
-
-    threads = [threading.Thread(target=one) for _ in range(5)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert len(pool._idle) <= 2
-    pool.close()
-    assert len(pool._idle) == 0
-
-
-def test_the_async_pool_keeps_at_most_max_idle(serve):
-    server = serve(sends(OK))
-    pool = AsyncConnectionPool("127.0.0.1", server.port, max_idle=2)
+    pool = http11.ConnectionPool("127.0.0.1", server.port, max_idle=2)
 
     async def five_at_once() -> None:
         deadline = time.monotonic() + 5
@@ -291,7 +257,7 @@ def test_the_async_pool_keeps_at_most_max_idle(serve):
 
 def test_idle_connections_of_another_event_loop_are_not_used(serve):
     server = serve(sends(OK))
-    pool = AsyncConnectionPool("127.0.0.1", server.port)
+    pool = http11.ConnectionPool("127.0.0.1", server.port)
     for _ in range(2):  # falcon's test client, for one, may run a new loop
         answer = asyncio.run(pool.exchange("GET", "/", None, {}, time.monotonic() + 5))
         assert answer.body == b"{}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import socket
 import threading
 import time
@@ -329,3 +330,46 @@ def test_an_error_that_echoes_invalid_utf8_is_read_once():
     reply.status_code = 400
     reply._content = b'{\n    "error": "JSON Value: \\"\xff\\" Type: String"\n}'
     assert error_text(reply) == 'JSON Value: "\ufffd" Type: String'
+
+
+# ----- synchronous callers (loop_thread) ---------------------------------------------------
+
+
+def test_threads_and_an_event_loop_keep_their_own_connections(loopback):
+    """`request` (a thread's) and `arequest` (an event loop's) take turns: each keeps its own
+    kept-alive connection, neither closes the other's."""
+    client = RestClient([loopback.port])
+    uri = client.uri(0, "/ok")
+
+    async def on_the_loop() -> None:
+        for _ in range(10):
+            assert (await client.arequest("GET", uri, None, deadline())).json() == {"a": 1}
+            reply = await asyncio.to_thread(client.request, "GET", uri, None, deadline())
+            assert reply.json() == {"a": 1}
+
+    asyncio.run(on_the_loop())
+    client.close()
+    assert len(loopback.requests) == 20 and len(loopback.connections) == 2
+
+
+def test_a_forked_child_makes_its_own_synchronous_calls(loopback):
+    """A gunicorn worker forked from a process that had made calls: the client loop's thread
+    is not in the child, which starts its own."""
+    client = RestClient([loopback.port])
+    uri = client.uri(0, "/ok")
+    assert client.request("GET", uri, None, deadline()).json() == {"a": 1}
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when its call was answered, 1 otherwise
+        code = 1
+        try:
+            code = 0 if client.request("GET", uri, None, deadline(5)).json() == {"a": 1} else 1
+        finally:
+            os._exit(code)
+    ends = time.monotonic() + 20
+    while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < ends:
+        time.sleep(0.05)
+    if ended[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert ended[0] == pid and os.waitstatus_to_exitcode(ended[1]) == 0
+    client.close()
