@@ -50,7 +50,8 @@ FAST_PATH_LOCATIONS = """        location = /invocations {
         }"""
 
 # /invocations straight to the Python service (the user's inference.py); the query string
-# means nothing to it and is not passed.
+# means nothing to it and is not passed (nor are its raw bytes, which the service's HTTP
+# parser would refuse).
 _POST_ONLY = '{"error": "Method Not Allowed: use POST /invocations", "request_id": "$req_id"}'
 SERVICE_LOCATIONS = f"""        location = /invocations {{
             if ($request_method != POST) {{
@@ -58,9 +59,19 @@ SERVICE_LOCATIONS = f"""        location = /invocations {{
                 add_header X-Request-Id $req_id always;
                 return 405 '{_POST_ONLY}\\n';
             }}
-            proxy_pass http://python_service/invocations;
+            rewrite ^ /invocations? break;
+            proxy_pass http://python_service;
             proxy_hide_header X-Request-Id;
         }}"""
+
+
+# What the service's HTTP parser would refuse in a request passed on as sent: a raw byte
+# outside printable ASCII in its target, a method outside HTTP's (JSON answers from nginx)
+_RAW_BYTES = (
+    '{"error": "Bad Request: a byte outside printable ASCII in the request target '
+    '(percent-encode it)", "request_id": "$req_id"}'
+)
+_HTTP_METHODS = "GET|HEAD|POST|PUT|DELETE|PATCH|OPTIONS"
 
 
 # Multi-model endpoints: the /models API (loads wait up to SAGEMAKER_TFS_WAIT_TIME_SECONDS).
@@ -74,6 +85,12 @@ def multi_model_locations(load_timeout_seconds: int) -> str:
 
         location = /_multi_model {{
             internal;
+            if ($request_uri ~ "[^\\x21-\\x7e]") {{
+                return 400 '{_RAW_BYTES}\\n';
+            }}
+            if ($request_method !~ ^({_HTTP_METHODS})$) {{
+                return 405;
+            }}
             proxy_pass http://python_service$request_uri;
             proxy_hide_header X-Request-Id;
             proxy_read_timeout {load_timeout_seconds}s;
@@ -105,6 +122,7 @@ SERVICE_COMMON_LOCATIONS = """        location @python_service {
 
         location = /metrics {
             if ($request_method !~ ^(GET|HEAD)$) { return 405; }
+            rewrite ^ /metrics? break;  # the query means nothing to it: not passed
             proxy_pass http://python_service;
         }"""
 

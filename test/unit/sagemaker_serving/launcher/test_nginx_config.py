@@ -111,7 +111,9 @@ def test_every_json_answer_nginx_makes_itself_has_the_python_services_keys(
 def test_the_variants_route_invocations_where_they_should(tmp_path: Path):
     text = {name: render_variant(tmp_path / name, name).path.read_text() for name in VARIANTS}
     assert "js_content tfs.invocations;" in text["fast-path"]
-    assert "proxy_pass http://python_service/invocations;" in text["user-code"]
+    invocations = text["user-code"].split("location = /invocations {", 1)[1].split("\n        }")[0]
+    assert "rewrite ^ /invocations? break;" in invocations  # its query is not passed on
+    assert "proxy_pass http://python_service;" in invocations
     assert "$multi_model_route" not in text["user-code"]
     assert "rewrite ^ /_multi_model last;" in text["multi-model"]
     assert "model=/_instance/8503/v1/models/half_plus_three" in text["fast-path"]
