@@ -116,25 +116,6 @@ def test_gunicorn_takes_what_nginx_passes_on(service):
     assert service.get("/ping", f"X-Long: {'v' * 8180}\r\n")[0] == 200
 
 
-@pytest.mark.parametrize(
-    "request_bytes",
-    [
-        b"ABCDEFGHIJKLMNOPQRSTUVWXYZ /ping HTTP/1.1\r\nHost: x\r\n\r\n",  # a long method
-        b"GET /ping HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n",  # a control character
-        b"GET /pi ng HTTP/1.1\r\nHost: x\r\n\r\n",
-        b"GET /ping HTTP/9.9\r\nHost: x\r\n\r\n",
-        b"GET /ping HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n",  # obsolete line folding
-        b"GET /ping HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
-    ],
-)
-def test_what_gunicorn_itself_refuses_is_json(service, request_bytes):
-    status, head, body = status_of(service.raw(request_bytes))
-    assert 400 <= status < 600, head
-    assert b"content-type: application/json" in head.lower()
-    assert orjson.loads(body)["error"]
-    assert b"<html" not in body.lower()
-
-
 def test_requests_leave_no_access_lines_nginx_writes_those(service):
     marker = "/ping?no-access-line"
     assert service.get(marker)[0] == 200

@@ -76,6 +76,12 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
         "507": (507, "Insufficient Storage", ""),
         "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
         "header-bytes": (400, "Bad Request: control characters in a request header", ""),
+        "raw-bytes": (
+            400,
+            "Bad Request: a byte outside printable ASCII in the request target "
+            "(percent-encode it)",
+            "",
+        ),
         "405-get": (405, "Method Not Allowed: use GET /execution-parameters", "GET, HEAD"),
         "model-server-down": (503, "The model server is unavailable", ""),
         "model-server-timeout": (

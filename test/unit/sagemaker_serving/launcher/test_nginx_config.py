@@ -111,7 +111,9 @@ def test_every_answer_nginx_makes_itself_is_written_by_one_function(tmp_path: Pa
 def test_the_variants_route_invocations_where_they_should(tmp_path: Path):
     text = {name: render_variant(tmp_path / name, name).path.read_text() for name in VARIANTS}
     assert "js_content tfs.invocations;" in text["built-in"]
-    assert "proxy_pass http://python_service/invocations;" in text["user-code"]
+    invocations = text["user-code"].split("location = /invocations {", 1)[1].split("\n        }")[0]
+    assert "rewrite ^ /invocations? break;" in invocations  # its query is not passed on
+    assert "proxy_pass http://python_service;" in invocations
     assert "$multi_model_route" not in text["user-code"]
     assert "rewrite ^ /_multi_model last;" in text["multi-model"]
     for variant in VARIANTS:  # /ping is the Python service's readiness, on every variant
