@@ -1,11 +1,12 @@
 """Model server answers no model here gives (null, irregular columns, exotic escapes and
 numbers, non-answers), each with what every Accept makes of it: test_answer_conformance.py runs
 them through the Python service from a stand-in model server, the formats' unit tests through
-the conversion itself. A JSON answer is the model server's text as it wrote it (as nginx
-passes a TF Serving request's answer on)."""
+the conversion itself. A JSON answer is the model server's text as it wrote it, on one line
+(as nginx passes a TF Serving request's answer on)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -22,12 +23,13 @@ class AnswerCase:
 
 
 def answer(name: str, text: str, lines: str | None, csv: str | None):
-    """A case: JSON is the answer as the model server wrote it, whatever it holds."""
+    """A case: JSON is the answer as the model server wrote it, whatever it holds, on one
+    line (each newline and the 4-space indentation after it removed)."""
 
     def enc(value: str | None) -> bytes | None:
         return None if value is None else value.encode()
 
-    return AnswerCase(name, text.encode(), text.encode(), enc(lines), enc(csv))
+    return AnswerCase(name, text.encode(), re.sub(r"\n(?:    ){0,8}", "", text).encode(), enc(lines), enc(csv))
 
 
 ANSWER_CASES = [

@@ -38,6 +38,13 @@ ACCEPT_TYPES = (JSON, *JSON_LINES_NAMES, CSV)
 # Accept values (whole, lowercase) whose answer is JSON whatever the answer holds: nginx may
 # pass a TF Serving request with one of these (or none) straight to the model server.
 JSON_ANSWER_ACCEPTS = frozenset({JSON, "*/*", "application/*"})
+# A JSON answer (the model server's error answers too) is its text without line breaks: TF
+# Serving pretty-prints, indenting by 4 spaces, and a newline is never inside a JSON string.
+# Each newline goes with the indentation after it (at most 8 levels; the first of these that
+# matches at a place, as nginx's sub_filter matches), so an answer is one line (Batch
+# Transform's AssembleWith=Line) and the same on every path: nginx's sub_filter for a request
+# passed straight on, formats/answers.py for the rest.
+JSON_ANSWER_BREAKS = tuple("\n" + " " * (4 * depth) for depth in range(8, -1, -1))
 SUPPORTED = "application/json, application/jsonlines, text/csv"
 # An Accept range's q value (matched whole; in the syntax Python and JavaScript share).
 QVALUE_PATTERN = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"

@@ -1,13 +1,14 @@
 """A model server's successful answer as the client's Accept asks: JSON, JSON Lines or CSV.
 
 The conversion works on the answer's text, so every number keeps the text TF Serving wrote
-(`4.0`, `0.123456791`, int64 beyond 2**53, `NaN`) and every string its escapes. The njs fast
-path (nginx/tfs.js) applies the same rules to the same text, and the gRPC tensor path first
-writes TF Serving's text (tfs_rest_json), so all paths answer the same bytes; the cases are
-in test/support/format_cases.py and answer_cases.py.
+(`4.0`, `0.123456791`, int64 beyond 2**53, `NaN`) and every string its escapes. The gRPC
+tensor path first writes TF Serving's text (tfs_rest_json), so all paths answer the same bytes;
+the cases are in test/support/format_cases.py and answer_cases.py.
 
-- JSON: TF Serving's answer on one line (each newline and the indentation after it removed).
-- JSON Lines: one line per prediction, its text in that one-line answer.
+- JSON: TF Serving's answer on one line (body_formats.JSON_ANSWER_BREAKS: nginx removes the
+  same from the answer to a TF Serving request it passes straight on).
+- JSON Lines: one line per prediction, its text in the answer with each newline and the
+  indentation after it removed.
 - CSV: one row per prediction, its leaves in order: numbers and true/false as written, strings
   unescaped (quoted as RFC 4180 when they hold `"`, `,`, CR or LF), `{"b64": s}` as s, null as
   an empty field; a row with no text is written `""` (a blank line would be no row at all).
@@ -21,7 +22,13 @@ import json
 import re
 from collections.abc import Sequence
 
-from sagemaker_serving.config.body_formats import ANSWER_KEYS, COLUMNAR_ANSWER_KEY, CSV, JSON
+from sagemaker_serving.config.body_formats import (
+    ANSWER_KEYS,
+    COLUMNAR_ANSWER_KEY,
+    CSV,
+    JSON,
+    JSON_ANSWER_BREAKS,
+)
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import negotiate
 
@@ -29,7 +36,8 @@ __all__ = ["NOT_AN_ANSWER", "encode_response", "one_line"]
 
 NOT_AN_ANSWER = "The model server answered with a body that is not a TF Serving answer"
 
-_LINE_BREAK = re.compile(rb"\n\s*")
+_BREAK = re.compile("|".join(JSON_ANSWER_BREAKS).encode())  # literal: newlines and spaces
+_LINE_BREAK = re.compile(rb"\n\s*")  # and the indentation after it, for rows taken apart
 _ANSWER_START = re.compile(rf'\{{\s*"({"|".join(ANSWER_KEYS)})"\s*:\s*')
 _CSV_DROP = re.compile(r"[\[\] \t\r\n]")  # a value's brackets and whitespace
 _CSV_DROP_KEEP_LF = re.compile(r"[\[\] \t\r]")
@@ -48,9 +56,8 @@ _Row = str | tuple[tuple[str, str], ...]
 
 
 def one_line(body: bytes) -> bytes:
-    """TF Serving's answer on one line: a newline cannot occur inside a JSON string, so only
-    each newline and the whitespace after it go."""
-    return _LINE_BREAK.sub(b"", body.strip())
+    """A JSON answer of the model server's on one line (body_formats.JSON_ANSWER_BREAKS)."""
+    return _BREAK.sub(b"", body)
 
 
 def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
@@ -60,10 +67,11 @@ def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:
     a TF Serving predict/classify/regress document (for JSON Lines and CSV, which read it).
     """
     chosen = negotiate(accept)
-    if chosen == JSON:  # TF Serving's answer as it wrote it (as nginx passes it on)
-        return tfs_body, chosen
+    if chosen == JSON:  # TF Serving's answer as it wrote it, on one line (as nginx's)
+        return one_line(tfs_body), chosen
     try:
-        return _convert(one_line(tfs_body).decode("utf-8", "replace"), chosen), chosen
+        text = _LINE_BREAK.sub(b"", tfs_body.strip()).decode("utf-8", "replace")
+        return _convert(text, chosen), chosen
     except ValueError:
         raise PayloadError(NOT_AN_ANSWER, 502) from None
 

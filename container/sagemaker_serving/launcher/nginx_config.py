@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import jinja2
 
 from sagemaker_serving.config.access import nginx_user, write_private
+from sagemaker_serving.config.body_formats import JSON_ANSWER_BREAKS
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
@@ -228,5 +229,7 @@ def nginx_conf(
         "ready_file": ready_file,
         "execution_parameters": json.dumps(execution_parameters(settings)),
         "load_timeout": settings.wait_time_seconds + 10,
+        # nginx's quoted strings take \n for a newline
+        "json_answer_breaks": [text.replace("\n", "\\n") for text in JSON_ANSWER_BREAKS],
     }
     return NginxConf(layout, run_dir / CONF_NAME, values, front_door_errors(settings))

@@ -47,5 +47,5 @@ def default_input_handler(data: Any, context: Any) -> bytes:
 
 def default_output_handler(response: Any, context: Any) -> tuple[bytes, str]:
     """(body, content type) as the request's Accept asks (JSON, JSON Lines or CSV); a model
-    server error is raised as HandlerError with its status and message."""
+    server error as the model server wrote it (JSON; the answer keeps its status)."""
     return _conversions().answer(response, context)

@@ -1,5 +1,5 @@
 """sagemaker_serving.formats.answers: TF Serving answers as JSON (as the model server wrote
-them), JSON Lines or CSV, by their text. The answer table (test/support/answer_cases.py) that
+them, on one line), JSON Lines or CSV, by their text. The answer table (test/support/answer_cases.py) that
 the integration tests run through the service runs here through the conversion itself."""
 
 from __future__ import annotations
@@ -36,15 +36,20 @@ def test_the_answer_table(case: AnswerCase):
     assert converted(case.answer, "text/csv") == case.csv
 
 
-def test_one_line_drops_each_newline_and_its_indentation():
-    assert one_line(PRETTY) == b'{"predictions": [[1.0, NaN],[Infinity, -Infinity]]}'
-    assert one_line(b'  {"a": "x y"}\n') == b'{"a": "x y"}'
+ONE_LINE = b'{"predictions": [[1.0, NaN],[Infinity, -Infinity]]}'
+
+
+def test_one_line_drops_each_newline_and_the_indentation_after_it():
+    assert one_line(PRETTY) == ONE_LINE
+    assert one_line(b'  {"a": "x\\ny"}\n') == b'  {"a": "x\\ny"}'  # an escaped one stays
+    deep = b"[" + b"".join(b"\n" + b" " * n + b"1," for n in (0, 3, 4, 8, 32, 36)) + b"]"
+    assert one_line(deep) == b"[1,   1,1,1,1,    1,]"  # 4-space levels, at most 8 of them
 
 
 @pytest.mark.parametrize("accept", [None, "", "*/*", "application/*", "application/json"])
-def test_json_is_tf_servings_text_as_it_wrote_it(accept):
+def test_json_is_tf_servings_text_on_one_line(accept):
     """As nginx passes a TF Serving request's answer on: every path answers alike."""
-    assert encode_response(PRETTY, accept) == (PRETTY, "application/json")
+    assert encode_response(PRETTY, accept) == (ONE_LINE, "application/json")
 
 
 @pytest.mark.parametrize("accept", [*JSON_LINES_NAMES, "Application/NDJSON; charset=utf-8"])

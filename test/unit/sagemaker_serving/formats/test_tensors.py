@@ -109,7 +109,7 @@ def test_grpc_outputs_answer_the_bytes_of_the_rest_path(outputs, accept):
 
 def test_float32_outputs_are_written_as_tf_serving_writes_them():
     outputs = {"y": np.array([0.12345679, 1 / 3, 3.0], np.float32)}
-    assert answer(outputs) == b'{\n    "predictions": [0.123456791, 0.333333343, 3.0\n    ]\n}'
+    assert answer(outputs) == b'{"predictions": [0.123456791, 0.333333343, 3.0]}'
 
 
 @pytest.mark.parametrize(
