@@ -136,8 +136,7 @@ class Settings:
     """port nginx listens on (all interfaces)"""
     safe_port_range: tuple[int, int] | None = env("SAGEMAKER_SAFE_PORT_RANGE", port_range, None)
     """`low-high` (inclusive): internal ports; model server instance i gets gRPC low+2i and REST
-    low+2i+1, the front-metrics relay (loopback UDP) the next one (unset: gRPC 9000+i, REST
-    8501+i, the relay a free port)"""
+    low+2i+1 (unset: gRPC 9000+i, REST 8501+i)"""
     multi_model: bool = env("SAGEMAKER_MULTI_MODEL", boolean, False)
     """`true`: multi-model endpoint (models loaded on request)"""
     default_model_name: str | None = env(
@@ -204,10 +203,9 @@ class Settings:
     """nginx: time for a client to send the whole request header, and the longest gap while it
     sends a body or reads an answer; a slower client is disconnected"""
     nginx_worker_processes: int = env("SAGEMAKER_NGINX_WORKER_PROCESSES", POSITIVE, HALF_CPUS)
-    """nginx worker processes; half the CPUs leaves the rest to the model server (on 2 CPUs the
-    fast path's requests/s over the model server's own were 2-19 % higher with one worker than
-    with two, in 6 paired runs). A worker converts one fast-path answer at a time, so a very
-    large one delays the other requests on its worker"""
+    """nginx worker processes; half the CPUs leaves the rest to the model server and the Python
+    service (on 2 CPUs the njs fast path's requests/s over the model server's own were 2-19 %
+    higher with one worker than with two, in 6 paired runs)"""
     nginx_max_connections_per_client: int = env(
         "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT", integer(1, 1_000_000), 1024
     )
