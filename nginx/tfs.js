@@ -35,18 +35,24 @@ function mediaType(value) {
     return value ? value.split(';')[0].trim().toLowerCase() : '';
 }
 
+// '1' when the custom attributes header came more than once (nginx.conf refuses the request:
+// nginx would pass on the first only), else '0'.
+function repeatedAttributes(r) {
+    var seen = 0;
+    for (var i = 0; i < r.rawHeadersIn.length; i++) {
+        if (r.rawHeadersIn[i][0].toLowerCase() === ATTRIBUTES_LOWER && ++seen > 1) {
+            return '1';
+        }
+    }
+    return '0';
+}
+
 // The model server's path for the request's custom attributes, or null when the service must
-// judge them (a bad or repeated header: its 400 says why).
+// judge them (a bad value: its 400 says why).
 function tfsPath(r) {
     var model = r.variables.tfs_default_model;
     var version = null;
     var method = RULES.defaultMethod;
-    var seen = 0;
-    for (var i = 0; i < r.rawHeadersIn.length; i++) {
-        if (r.rawHeadersIn[i][0].toLowerCase() === ATTRIBUTES_LOWER && ++seen > 1) {
-            return null;
-        }
-    }
     var pairs = (r.headersIn[ATTRIBUTES] || '').split(',');
     for (var k = 0; k < pairs.length; k++) {
         var pair = pairs[k].trim();
@@ -98,4 +104,4 @@ function error(r) {
     r.return(entry[0], JSON.stringify(body) + '\n');
 }
 
-export default {invocations, error};
+export default {invocations, repeatedAttributes, error};

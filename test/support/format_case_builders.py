@@ -90,8 +90,8 @@ def framed(*records: bytes) -> bytes:
 
 # ----- the example models' answers ----------------------------------------------------------
 
-HP3 = '{"predictions": [3.5, 4.0, 5.5]}\n'  # half_plus_three of 1.0, 2.0, 5.0
-HP3_ROWS = '{"predictions": [[3.5, 4.0], [5.5, 8.0]]}\n'  # of [[1, 2], [5, 10]]
+HP3 = '{"predictions": [3.5, 4.0, 5.5]}'  # half_plus_three of 1.0, 2.0, 5.0
+HP3_ROWS = '{"predictions": [[3.5, 4.0], [5.5, 8.0]]}'  # of [[1, 2], [5, 10]]
 
 # The formats model on 1.0, -2.0 and 0.0: TF Serving's text of every kind of output.
 FORMATS_BODY = '{"instances": [1.0, -2.0, 0.0]}'
@@ -113,6 +113,6 @@ FORMATS_ROWS = [
         '0.0,0.0,false,9007199254740993,NaN,MC4w,"x=0.0, ""q""\n"',
     ),
 ]
-FORMATS_JSON = '{"predictions": [' + ",".join(row for row, _ in FORMATS_ROWS) + "]}\n"
+FORMATS_JSON = '{"predictions": [' + ",".join(row for row, _ in FORMATS_ROWS) + "]}"
 FORMATS_LINES = "".join(row + "\n" for row, _ in FORMATS_ROWS)
 FORMATS_CSV = "".join(row + "\n" for _, row in FORMATS_ROWS)

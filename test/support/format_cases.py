@@ -144,27 +144,27 @@ def json_body_cases() -> list[Case]:
             '{"signature_name": "serving_default", "instances": [1.0, 2.0, 5.0]}',
             HP3,
         ),
-        ok("tfs-inputs", '{"inputs": {"x": [1.0, 2.0]}}', '{"outputs": [3.5,4.0]}\n'),
-        ok("tfs-inputs-list", '{"inputs": [1.0, 2.0]}', '{"outputs": [3.5,4.0]}\n'),
+        ok("tfs-inputs", '{"inputs": {"x": [1.0, 2.0]}}', '{"outputs": [3.5,4.0]}'),
+        ok("tfs-inputs-list", '{"inputs": [1.0, 2.0]}', '{"outputs": [3.5,4.0]}'),
         ok(
             "tfs-trailing-bytes-ignored",
             '{"instances": [1.0]} trailing',
-            '{"predictions": [3.5]}\n',
+            '{"predictions": [3.5]}',
         ),
         ok(
             "tfs-nan-tokens",
             '{"instances": [NaN, Infinity, -Infinity, 1.0]}',
-            '{"predictions": [NaN, Infinity, -Infinity, 3.5]}\n',
+            '{"predictions": [NaN, Infinity, -Infinity, 3.5]}',
         ),
-        ok("tfs-after-bom", b'\xef\xbb\xbf{"instances": [1.0]}', '{"predictions": [3.5]}\n'),
+        ok("tfs-after-bom", b'\xef\xbb\xbf{"instances": [1.0]}', '{"predictions": [3.5]}'),
         ok("list-of-lists", "[[1.0, 2.0], [5.0, 10.0]]", HP3_ROWS),
-        ok("list-is-one-instance", "[1.0, 2.0]", '{"predictions": [[3.5, 4.0]]}\n'),
-        ok("scalar", "2.0", '{"predictions": [4.0]}\n'),
-        ok("scalar-padded", " \n 2.0 \n", '{"predictions": [4.0]}\n'),
-        ok("object-is-one-instance", '{"x": 2.0}', '{"predictions": [4.0]}\n'),
-        ok("nan-scalar", "NaN", '{"predictions": [NaN]}\n'),
+        ok("list-is-one-instance", "[1.0, 2.0]", '{"predictions": [[3.5, 4.0]]}'),
+        ok("scalar", "2.0", '{"predictions": [4.0]}'),
+        ok("scalar-padded", " \n 2.0 \n", '{"predictions": [4.0]}'),
+        ok("object-is-one-instance", '{"x": 2.0}', '{"predictions": [4.0]}'),
+        ok("nan-scalar", "NaN", '{"predictions": [NaN]}'),
         ok("json-lines-in-json", "1.0\n2.0\n\n5.0", HP3),
-        ok("int-literals", "[[1, 2]]", '{"predictions": [[3.5, 4.0]]}\n'),
+        ok("int-literals", "[[1, 2]]", '{"predictions": [[3.5, 4.0]]}'),
         model_error("mixed-list-is-one-instance", "[[1.0], 2.0]", 400, "incorrect level"),
         model_error("tfs-truncated", '{"instances": [1.0, ', 400, "JSON Parse error"),
         model_error("tfs-empty-instances", '{"instances": []}', 400, "No values in 'instances'"),
@@ -188,15 +188,15 @@ def json_body_cases() -> list[Case]:
 def json_lines_cases() -> list[Case]:
     jl = {"content_type": JSONL}
     return [
-        ok("jsonl-crlf-and-blanks", "\r\n1.0\r\n\r\n2.0\r\n", '{"predictions": [3.5, 4.0]}\n',
+        ok("jsonl-crlf-and-blanks", "\r\n1.0\r\n\r\n2.0\r\n", '{"predictions": [3.5, 4.0]}',
            **jl),
         ok("jsonl-arrays", "[1.0, 2.0]\n[5.0, 10.0]\n", HP3_ROWS, **jl),
         ok("jsonl-one-tfs-request", '{"instances": [1.0, 2.0, 5.0]}\n', HP3, **jl),
-        ok("jsonl-objects", '{"x": 1.0}\n{"x": 2.0}', '{"predictions": [3.5, 4.0]}\n', **jl),
-        ok("jsonl-nan", "NaN\n1.0\n-Infinity", '{"predictions": [NaN, 3.5, -Infinity]}\n', **jl),
+        ok("jsonl-objects", '{"x": 1.0}\n{"x": 2.0}', '{"predictions": [3.5, 4.0]}', **jl),
+        ok("jsonl-nan", "NaN\n1.0\n-Infinity", '{"predictions": [NaN, 3.5, -Infinity]}', **jl),
         ok("jsonl-out", "1.0\n2.0\n5.0", "3.5\n4.0\n5.5\n", accept=JSONL, response_type=JSONL,
            **jl),
-        ok("jsonl-strings", '"hello, world"\n"\\u00e9"', '{"predictions": [12, 2]}\n',
+        ok("jsonl-strings", '"hello, world"\n"\\u00e9"', '{"predictions": [12, 2]}',
            model="strings", **jl),
         fail("jsonl-malformed-line", "1.0\n\n[2.0\n3.0", 400,
              "Malformed JSON Lines: line 3: Expecting ',' delimiter: line 1 column 5 (char 4)",
@@ -212,16 +212,16 @@ def csv_cases() -> list[Case]:
         ok("csv-columns", "1,2\n5,10\n", HP3_ROWS, **c),
         ok("csv-crlf-and-blanks", "1.0\r\n\r\n2.0\r\n5.0\r\n", HP3, **c),
         ok("csv-spaces", " 1.0 , 2.0 \n5.0,10.0", HP3_ROWS, **c),
-        ok("csv-special-numbers", "nan\n-inf\n1", '{"predictions": [NaN, -Infinity, 3.5]}\n', **c),
-        ok("csv-other-number-forms", "+1\n.5\n1e1", '{"predictions": [3.5, 3.25, 8.0]}\n', **c),
-        ok("csv-header-present", "x\n1.0\n2.0\n", '{"predictions": [3.5, 4.0]}\n',
+        ok("csv-special-numbers", "nan\n-inf\n1", '{"predictions": [NaN, -Infinity, 3.5]}', **c),
+        ok("csv-other-number-forms", "+1\n.5\n1e1", '{"predictions": [3.5, 3.25, 8.0]}', **c),
+        ok("csv-header-present", "x\n1.0\n2.0\n", '{"predictions": [3.5, 4.0]}',
            content_type="text/csv; header=present"),
-        ok("csv-numeric-header-present", "1,2\n5,10\n", '{"predictions": [[5.5, 8.0]]}\n',
+        ok("csv-numeric-header-present", "1,2\n5,10\n", '{"predictions": [[5.5, 8.0]]}',
            content_type="text/csv;header=present"),
         ok("csv-quoted-strings", '"hello, world"\n"say ""hi"""\n"a\nb"\n',
-           '{"predictions": [12, 8, 3]}\n', model="strings", **c),
-        ok("csv-text", "abc\nd e\n", '{"predictions": [3, 3]}\n', model="strings", **c),
-        ok("csv-latin-1", b"caf\xe9\n", '{"predictions": [5]}\n', model="strings",
+           '{"predictions": [12, 8, 3]}', model="strings", **c),
+        ok("csv-text", "abc\nd e\n", '{"predictions": [3, 3]}', model="strings", **c),
+        ok("csv-latin-1", b"caf\xe9\n", '{"predictions": [5]}', model="strings",
            content_type="text/csv; charset=latin-1"),
         ok("csv-out", "1.0\n2.0\n5.0", "3.5\n4.0\n5.5\n", accept=CSV, response_type=CSV, **c),
         model_error("csv-quoted-number-is-text", '"1.0"\n', 400, "is not of expected type: float",
@@ -266,13 +266,13 @@ def output_cases() -> list[Case]:
             **f,
         ),
         ok("formats-columnar-csv", columnar, FORMATS_CSV, accept=CSV, response_type=CSV, **f),
-        ok("text-json", text_sig, '{"predictions": ["x=1.0, \\"q\\"\\n"]}\n', **f),
+        ok("text-json", text_sig, '{"predictions": ["x=1.0, \\"q\\"\\n"]}', **f),
         ok("text-jsonl", text_sig, '"x=1.0, \\"q\\"\\n"\n', accept=JSONL, response_type=JSONL, **f),
         ok("text-csv", text_sig, '"x=1.0, ""q""\n"\n', accept=CSV, response_type=CSV, **f),
         ok(
             "bytes-json",
             bytes_sig,
-            '{"predictions": [{"b64": "MS4w"}, {"b64": "LTIuMA=="}]}\n',
+            '{"predictions": [{"b64": "MS4w"}, {"b64": "LTIuMA=="}]}',
             **f,
         ),
         ok(
@@ -288,7 +288,7 @@ def output_cases() -> list[Case]:
             "grid-json",
             grid_sig,
             '{"predictions": [[[1.0, -1.0], [0.333333343, 0.0]], '
-            "[[2.0, -2.0], [0.666666687, 0.0]]]}\n",
+            "[[2.0, -2.0], [0.666666687, 0.0]]]}",
             **f,
         ),
         ok(
@@ -315,7 +315,7 @@ def output_cases() -> list[Case]:
             response_type=JSONL,
             **f,
         ),
-        ok("regress", regress, '{"results": [3.5, 4.0]}\n', attributes="tfs-method=regress"),
+        ok("regress", regress, '{"results": [3.5, 4.0]}', attributes="tfs-method=regress"),
         ok(
             "regress-jsonl",
             regress,
@@ -335,7 +335,7 @@ def output_cases() -> list[Case]:
         ok(
             "classify",
             classify,
-            '{"results": [[["", 3.5]], [["", 4.0]]]}\n',
+            '{"results": [[["", 3.5]], [["", 4.0]]]}',
             attributes="tfs-method=classify",
         ),
         ok(
@@ -380,7 +380,7 @@ def _columnar_json() -> str:
         '"i64": [9007199254740994,9007199254740991,9007199254740993],'
         '"ratio": [Infinity,-Infinity,NaN],'
         '"raw_bytes": [{"b64": "MS4w"},{"b64": "LTIuMA=="},{"b64": "MC4w"}],'
-        '"text": ["x=1.0, \\"q\\"\\n","x=-2.0, \\"q\\"\\n","x=0.0, \\"q\\"\\n"]}}\n'
+        '"text": ["x=1.0, \\"q\\"\\n","x=-2.0, \\"q\\"\\n","x=0.0, \\"q\\"\\n"]}}'
     )
 
 
@@ -391,14 +391,14 @@ def routing_cases() -> list[Case]:
         ok(
             "version-123",
             "[1.0, 2.0, 5.0]",
-            '{"predictions": [[3.5, 4.0, 5.5]]}\n',
+            '{"predictions": [[3.5, 4.0, 5.5]]}',
             attributes="tfs-model-version=123",
         ),
-        ok("method-predict", "2.0", '{"predictions": [4.0]}\n', attributes="tfs-method=predict"),
+        ok("method-predict", "2.0", '{"predictions": [4.0]}', attributes="tfs-method=predict"),
         ok(
             "other-attributes-ignored",
             "2.0",
-            '{"predictions": [4.0]}\n',
+            '{"predictions": [4.0]}',
             attributes="foo=bar, tfs-unknown=1",
         ),
         model_error(
@@ -527,7 +527,7 @@ def binary_cases() -> list[Case]:
         ok(
             "image-bytes",
             b"\xff\xd8hello",
-            '{"predictions": [7]}\n',
+            '{"predictions": [7]}',
             content_type=image,
             grpc=True,
             **s,
@@ -535,7 +535,7 @@ def binary_cases() -> list[Case]:
         ok(
             "octet-stream",
             b"hello",
-            '{"predictions": [5]}\n',
+            '{"predictions": [5]}',
             content_type="application/octet-stream",
             grpc=True,
             **s,
@@ -592,7 +592,7 @@ def binary_cases() -> list[Case]:
         ok(
             "npy-0d",
             npy(np.float32(2.0)),
-            '{"predictions": [4.0]}\n',
+            '{"predictions": [4.0]}',
             content_type=npy_type,
             grpc=True,
         ),
@@ -627,7 +627,7 @@ def binary_cases() -> list[Case]:
         ok(
             "npy-strings",
             npy(np.array(["ab", "cde"])),
-            '{"predictions": [2, 3]}\n',
+            '{"predictions": [2, 3]}',
             content_type=npy_type,
             grpc=True,
             **s,
@@ -642,7 +642,7 @@ def binary_cases() -> list[Case]:
         ok(
             "tfexample-bare",
             example(3.0),
-            '{"predictions": [[3.5]]}\n',
+            '{"predictions": [[3.5]]}',
             content_type=tfex,
             grpc=True,
             **e,
@@ -660,7 +660,7 @@ def binary_cases() -> list[Case]:
         ok(
             "tfrecord-names",
             framed(example(1.0)),
-            '{"predictions": [[2.5]]}\n',
+            '{"predictions": [[2.5]]}',
             content_type="application/tfrecord",
             grpc=True,
             **e,
@@ -699,7 +699,7 @@ def large_cases() -> list[Case]:
     rows = 200_000
     body = '{"instances": [' + ", ".join(["[1.0, 2.0]"] * rows) + "]}"
     return [
-        ok("large-json", body, '{"predictions": [' + ", ".join(["[3.5, 4.0]"] * rows) + "]}\n"),
+        ok("large-json", body, '{"predictions": [' + ", ".join(["[3.5, 4.0]"] * rows) + "]}"),
         ok("large-jsonl", body, "[3.5, 4.0]\n" * rows, accept=JSONL, response_type=JSONL),
         ok("large-csv", body, "3.5,4.0\n" * rows, accept=CSV, response_type=CSV),
     ]

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import jinja2
 
+from sagemaker_serving.config import routing_rules
 from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.body_formats import JSON_ANSWER_BREAKS
 from sagemaker_serving.config.execution_parameters import execution_parameters
@@ -77,6 +78,12 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
         "507": (507, "Insufficient Storage", ""),
         "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
         "header-bytes": (400, "Bad Request: control characters in a request header", ""),
+        "repeated-attributes": (
+            400,
+            f"Bad Request: {routing_rules.HEADER} sent more than once (send one, with its "
+            "attributes separated by commas)",
+            "",
+        ),
         "raw-bytes": (
             400,
             "Bad Request: a byte outside printable ASCII in the request target "

@@ -4,6 +4,7 @@ Context and deadline, the pipeline (pipeline.py), then the answer or the error w
 from __future__ import annotations
 
 import io
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -12,7 +13,7 @@ from dataclasses import replace
 import falcon
 from falcon.asgi import Request, Response
 
-from sagemaker_serving.config.body_formats import DEFAULT_TYPE
+from sagemaker_serving.config.body_formats import DEFAULT_TYPE, JSON
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.config.routing_rules import HEADER as ATTRIBUTES_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
@@ -112,14 +113,17 @@ class Invocations:
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
                     504,
                 )
-            write_answer(resp, answer.body)
+            body = answer.body
+            if label and answer.status != 200 and answer.content_type == JSON:  # the model server's
+                body = _named(bytes(body).decode(), model_name, json.dumps(label)[1:-1]).encode()
+            write_answer(resp, body)
             resp.content_type = answer.content_type
             resp.status = falcon.code_to_http_status(answer.status)
         except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
             status, message = status_and_message(exc, "handler failed")
             quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
             write_error(resp, status, _named(message, model_name, label), request_id, quoted)
-        finally:  # counted by nginx when it sends the answer (front_metrics.py)
+        finally:  # counted when nginx sends the answer (launcher/request_counts.py)
             REQUEST_ID.reset(request_token)
 
     def _context(self, req: Request, route: Route, request_id: str, deadline: float):
