@@ -29,7 +29,9 @@ def answer(name: str, text: str, lines: str | None, csv: str | None):
     def enc(value: str | None) -> bytes | None:
         return None if value is None else value.encode()
 
-    return AnswerCase(name, text.encode(), re.sub(r"\n(?:    ){0,8}", "", text).encode(), enc(lines), enc(csv))
+    return AnswerCase(
+        name, text.encode(), re.sub(r"\n(?:    ){0,8}", "", text).encode(), enc(lines), enc(csv)
+    )
 
 
 ANSWER_CASES = [

@@ -86,8 +86,7 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
         ),
         "raw-bytes": (
             400,
-            "Bad Request: a byte outside printable ASCII in the request target "
-            "(percent-encode it)",
+            "Bad Request: a byte outside printable ASCII in the request target (percent-encode it)",
             "",
         ),
         "405-get": (405, "Method Not Allowed: use GET /execution-parameters", "GET, HEAD"),

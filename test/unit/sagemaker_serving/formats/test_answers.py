@@ -1,6 +1,7 @@
 """sagemaker_serving.formats.answers: TF Serving answers as JSON (as the model server wrote
-them, on one line), JSON Lines or CSV, by their text. The answer table (test/support/answer_cases.py) that
-the integration tests run through the service runs here through the conversion itself."""
+them, on one line), JSON Lines or CSV, by their text. The answer table
+(test/support/answer_cases.py) that the integration tests run through the service runs here
+through the conversion itself."""
 
 from __future__ import annotations
 
