@@ -80,10 +80,12 @@ function tfsPath(r) {
         + ':' + method;
 }
 
-// POST /invocations without user code.
+// POST /invocations without user code. A body nginx wrote to a temporary file (a chunked
+// body's framing can push one under the limit out of the memory buffer) is not readable here:
+// the service reads it.
 function invocations(r) {
     var path = null;
-    if (r.method === 'POST'
+    if (r.method === 'POST' && !r.variables.request_body_file
         && JSON_TYPES[mediaType(r.headersIn['Content-Type']) || RULES.defaultType]
         && JSON_ANSWERS[(r.headersIn.Accept || RULES.defaultType).trim().toLowerCase()]
         && TFS_REQUEST.test(r.requestText || '')) {
@@ -104,4 +106,10 @@ function error(r) {
     r.return(entry[0], JSON.stringify(body) + '\n');
 }
 
-export default {invocations, repeatedAttributes, error};
+// A 200 JSON answer nginx.conf wrote in $json_answer (GET /execution-parameters).
+function jsonAnswer(r) {
+    r.headersOut['Content-Type'] = RULES.json;
+    r.return(200, r.variables.json_answer + '\n');
+}
+
+export default {invocations, repeatedAttributes, error, jsonAnswer};

@@ -130,15 +130,22 @@ def command_line(proc: psutil.Process) -> str:
 SERVE = str(VENV_BIN / "serve")
 
 
-def serve_command(model_dir: Path, run_dir: Path) -> list[str]:
+def serve_command(model_dir: Path, run_dir: Path, serve: str = SERVE) -> list[str]:
     """serve on loopback, serving `model_dir`, its files in `run_dir`."""
-    return [SERVE, "--model-dir", str(model_dir), "--run-dir", str(run_dir), "--host", "127.0.0.1"]
+    return [serve, "--model-dir", str(model_dir), "--run-dir", str(run_dir), "--host", "127.0.0.1"]
 
 
 class ServeProcess:
     """`serve` started on free loopback ports; `url` is its nginx front door."""
 
-    def __init__(self, model_dir: Path, run_dir: Path, env: dict[str, str], log_path: Path):
+    def __init__(
+        self,
+        model_dir: Path,
+        run_dir: Path,
+        env: dict[str, str],
+        log_path: Path,
+        serve: str = SERVE,
+    ):
         import subprocess
 
         self.port = int(env["SAGEMAKER_BIND_TO_PORT"])
@@ -150,7 +157,7 @@ class ServeProcess:
         self.rest_ports = [low + 2 * i + 1 for i in range(count)]
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            serve_command(model_dir, run_dir),
+            serve_command(model_dir, run_dir, serve),
             env={**os.environ, **env},
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -171,9 +178,14 @@ class ServeProcess:
 
 
 def serve_stack(
-    model_dir: Path, tmp: Path, env: dict[str, str] | None = None, instances: int = 1
+    model_dir: Path,
+    tmp: Path,
+    env: dict[str, str] | None = None,
+    instances: int = 1,
+    serve: str = SERVE,
 ) -> contextlib.AbstractContextManager[ServeProcess]:
-    """The whole stack for the duration of the block, healthy on entry, always stopped."""
+    """The whole stack for the duration of the block, healthy on entry, always stopped
+    (`serve`: another checkout's entry point, to compare two trees)."""
     # one free block: the front port first, then the model servers' range (no overlap)
     port, high = free_port_range(2 * instances + 3)
     low = port + 1
@@ -183,7 +195,7 @@ def serve_stack(
         "SAGEMAKER_TFS_INSTANCE_COUNT": str(instances),
         **(env or {}),
     }
-    server = ServeProcess(model_dir, tmp / "run", settings, tmp / "serve.log")
+    server = ServeProcess(model_dir, tmp / "run", settings, tmp / "serve.log", serve)
 
     def unhealthy() -> str | None:
         if server.wait_healthy():

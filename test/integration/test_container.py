@@ -69,7 +69,7 @@ def test_ping_is_200_with_empty_body(stack):
 def test_tf_serving_request_passes_through_on_one_line(stack):
     reply = post(stack, json.dumps({"instances": [1.0, 2.0, 5.0]}))
     assert reply.status_code == 200
-    assert reply.text == '{"predictions": [3.5, 4.0, 5.5]}\n'
+    assert reply.text == '{"predictions": [3.5, 4.0, 5.5]}'  # TF Serving's, its breaks removed
     assert reply.headers["Content-Type"] == "application/json"
 
 
@@ -236,10 +236,13 @@ def test_ping_tells_the_truth_when_a_model_server_dies(stack):
     # the other instance keeps answering while the first restarts
     assert post(stack, "1.0").status_code == 200
     assert _wait_for(lambda: _ping_status(stack) == 200, 120, 0.5) is not None, stack.log()[-3000:]
-    # every instance down: invocations get a JSON 503, not an nginx page
+    # every instance down: invocations get a JSON 503, not an nginx page, and /ping says so
+    # within its probes' interval (each worker asks the model servers every 0.5 s)
     for port in stack.rest_ports:
         os.kill(_listener_pid(port), signal.SIGKILL)
     assert_json_error(post(stack, "1.0"), 503, "model server")
+    assert _wait_for(lambda: _ping_status(stack) == 503, 2.0, 0.05) is not None
+    time.sleep(1.0)  # the other worker's probes too (they run every 0.5 s)
     assert _wait_for(lambda: _ping_status(stack) == 200, 120, 0.5) is not None, stack.log()[-3000:]
     assert post(stack, "1.0").json() == {"predictions": [3.5]}
 
@@ -274,7 +277,7 @@ def test_sigterm_drains_in_flight_requests(tmp_path):
 
 def test_nan_and_infinity_survive_every_output_format(stack):
     body = '{"instances": [NaN, -Infinity, 1.0]}'
-    assert post(stack, body).text == '{"predictions": [NaN, -Infinity, 3.5]}\n'
+    assert post(stack, body).text == '{"predictions": [NaN, -Infinity, 3.5]}'
     assert post(stack, body, accept="application/jsonlines").text == "NaN\n-Infinity\n3.5\n"
     assert (
         post(stack, "nan\n-inf\n1\n", "text/csv", accept="text/csv").text == "NaN\n-Infinity\n3.5\n"

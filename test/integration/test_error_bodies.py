@@ -1,10 +1,10 @@
 """One error shape through the whole native stack: one bad request per layer that answers
-errors (nginx itself, its limits, the njs fast path, a model server error the fast path passes
-on, the Python service's built-in formats and falcon routes, a user handler raising
+errors (nginx itself, its limits, a model server error on a TF Serving request nginx passes
+straight on, the Python service's built-in formats and falcon routes, a user handler raising
 HandlerError, returning what the contract does not allow or crashing, the multi-model API, a
-model server error the Python service passes on; and, on the service's own socket, a caller
-without the run's secret and bytes its worker cannot parse), and every body is JSON with the
-same keys: the message and the request id the client sent."""
+model server error the Python service passes on; and, on the service's own socket, a route it
+does not have), and every body is JSON with the same keys:
+the message and the request id the client sent."""
 
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ SINGLE_MODEL = [
         {"Content-Type": "application/json"},
     ),
     Case(
-        "njs fast path: malformed JSON",
+        "model server, a TF Serving request nginx passes on: malformed JSON",
         "POST",
         "/invocations",
         400,
@@ -89,7 +89,7 @@ SINGLE_MODEL = [
         {"Content-Type": "application/json"},
     ),
     Case(
-        "model server through the fast path",
+        "model server, a TF Serving request nginx passes on: no such version",
         "POST",
         "/invocations",
         404,
@@ -238,10 +238,10 @@ def test_every_layer_answers_an_error_with_the_same_keys(single_model, multi_mod
         for number, case in enumerate(cases):
             found[case.layer] = error_keys(stack.url, case, f"err-{len(found)}-{number}")
     path = service_socket(single_model)
-    found["Python service: a caller without the run's secret"] = direct_error_keys(
+    found["Python service: a route it does not have, on its own socket"] = direct_error_keys(
         path,
-        b"GET /ping HTTP/1.1\r\nHost: x\r\nX-Request-Id: err-direct\r\n\r\n",
-        403,
+        b"GET /nope HTTP/1.1\r\nHost: x\r\nX-Request-Id: err-direct\r\n\r\n",
+        404,
         "err-direct",
     )
     assert len(found) == len(SINGLE_MODEL) + len(MULTI_MODEL) + 1

@@ -189,7 +189,7 @@ def test_ready_is_never_said_before_nginx_listens(good_models, tmp_path, tmpdir_
     output, exited = output_until_exit(proc, 150, "ready:")
     assert "ready:" not in output, output[-3000:]
     assert exited, output[-3000:]
-    assert f"nginx (not listening on port {port})" in output, output[-3000:]
+    assert f"nginx is not listening on port {port}" in output, output[-3000:]
     assert list(tmpdir_env.iterdir()) == []
 
 

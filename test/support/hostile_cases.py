@@ -37,12 +37,12 @@ MME_NAMES = ("m0", "m1", "m2")  # the only names loaded from a real model (memor
 
 # What the stacks serve (the caller builds them: build_models / stack_env).
 VALID = {
-    "fast": (b'{"instances": [1.0, 2.0, 5.0]}', b'{"predictions": [3.5, 4.0, 5.5]}\n'),
+    "fast": (b'{"instances": [1.0, 2.0, 5.0]}', b'{"predictions": [3.5, 4.0, 5.5]}'),
     # the pass-through handler answers the model server's own text
     "user": (b'{"instances": [1.0, 2.0, 5.0]}', b'{\n    "predictions": [3.5, 4.0, 5.5\n    ]\n}'),
 }
 # A request the fast path hands to the Python service (a BOM): its answer is exact too.
-VALID_VIA_SERVICE = (b'\xef\xbb\xbf{"instances": [1.0]}', b'{"predictions": [3.5]}\n')
+VALID_VIA_SERVICE = (b'\xef\xbb\xbf{"instances": [1.0]}', b'{"predictions": [3.5]}')
 
 PASS_THROUGH = """
 def input_handler(data, context):

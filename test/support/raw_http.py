@@ -30,7 +30,21 @@ def split_reply(reply: bytes) -> tuple[int, dict[str, str], bytes]:
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
     headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:])}
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = dechunked(body)
     return status, headers, body
+
+
+def dechunked(data: bytes) -> bytes:
+    """The payload of a body in chunked transfer coding (AssertionError when it is cut short)."""
+    payload, rest = b"", data
+    while True:
+        size_line, sep, rest = rest.partition(b"\r\n")
+        assert sep, f"chunked body cut short: {data[-200:]!r}"
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return payload
+        payload, rest = payload + rest[:size], rest[size + 2 :]
 
 
 def chunked(body: bytes, step: int = 65536) -> bytes:

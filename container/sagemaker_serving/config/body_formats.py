@@ -45,6 +45,10 @@ JSON_ANSWER_ACCEPTS = frozenset({JSON, "*/*", "application/*"})
 # Transform's AssembleWith=Line) and the same on every path: nginx's sub_filter for a request
 # passed straight on, formats/answers.py for the rest.
 JSON_ANSWER_BREAKS = tuple("\n" + " " * (4 * depth) for depth in range(8, -1, -1))
+# A model server's error answer goes on as it wrote it, naming the request as every error
+# does: its `"error": "` key (TF Serving's `{ "error": "..." }`, a message without line breaks)
+# follows `"request_id": "<id>", ` (nginx's sub_filter, formats/answers.py: one rule).
+ERROR_KEY = '"error": "'
 SUPPORTED = "application/json, application/jsonlines, text/csv"
 # An Accept range's q value (matched whole; in the syntax Python and JavaScript share).
 QVALUE_PATTERN = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"

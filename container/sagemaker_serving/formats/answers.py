@@ -26,13 +26,14 @@ from sagemaker_serving.config.body_formats import (
     ANSWER_KEYS,
     COLUMNAR_ANSWER_KEY,
     CSV,
+    ERROR_KEY,
     JSON,
     JSON_ANSWER_BREAKS,
 )
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import negotiate
 
-__all__ = ["NOT_AN_ANSWER", "encode_response", "one_line"]
+__all__ = ["NOT_AN_ANSWER", "encode_response", "model_server_error", "one_line"]
 
 NOT_AN_ANSWER = "The model server answered with a body that is not a TF Serving answer"
 
@@ -58,6 +59,14 @@ _Row = str | tuple[tuple[str, str], ...]
 def one_line(body: bytes) -> bytes:
     """A JSON answer of the model server's on one line (body_formats.JSON_ANSWER_BREAKS)."""
     return _BREAK.sub(b"", body)
+
+
+def model_server_error(body: bytes, request_id: str) -> bytes:
+    """A model server's error answer as it wrote it, on one line, naming the request
+    (body_formats.ERROR_KEY)."""
+    key = ERROR_KEY.encode()
+    named = b'"request_id": %s, %s' % (json.dumps(request_id).encode(), key)
+    return one_line(body).replace(key, named, 1)
 
 
 def encode_response(tfs_body: bytes, accept: str | None) -> tuple[bytes, str]:

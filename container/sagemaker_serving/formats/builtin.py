@@ -18,7 +18,7 @@ from typing import Any
 import tfs_rest_json
 from sagemaker_serving.config.body_formats import BINARY_TYPES, JSON
 from sagemaker_serving.formats import tensors as tensor_payloads
-from sagemaker_serving.formats.answers import encode_response, one_line
+from sagemaker_serving.formats.answers import encode_response, model_server_error
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest, decode_request
@@ -75,9 +75,10 @@ class BuiltinFormats:
 
     def answer(self, response: Any, context: Any) -> tuple[bytes, str]:
         """A model server's REST answer as Accept asks (default_output_handler too); an error
-        of its as it wrote it, on one line (its status goes with it: pipeline.py)."""
+        of its as it wrote it, on one line, naming the request (its status goes with it:
+        pipeline.py)."""
         if response.status_code != 200:
-            return one_line(response.content), JSON
+            return model_server_error(response.content, context.request_id), JSON
         return encode_response(response.content, context.accept_header)
 
     def tensor_answer(self, outputs: dict, context: Any) -> tuple[bytes, str]:

@@ -14,7 +14,7 @@ import jinja2
 
 from sagemaker_serving.config import routing_rules
 from sagemaker_serving.config.access import nginx_user, write_private
-from sagemaker_serving.config.body_formats import JSON_ANSWER_BREAKS
+from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
@@ -77,6 +77,7 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
         "504": (504, "Gateway Timeout: the backend did not answer in time", ""),
         "507": (507, "Insufficient Storage", ""),
         "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
+        "method": (400, "Bad Request: an unknown request method", ""),
         "header-bytes": (400, "Bad Request: control characters in a request header", ""),
         "repeated-attributes": (
             400,
@@ -237,5 +238,6 @@ def nginx_conf(
         "load_timeout": settings.wait_time_seconds + 10,
         # nginx's quoted strings take \n for a newline
         "json_answer_breaks": [text.replace("\n", "\\n") for text in JSON_ANSWER_BREAKS],
+        "error_key": ERROR_KEY,
     }
     return NginxConf(layout, run_dir / CONF_NAME, values, front_door_errors(settings))

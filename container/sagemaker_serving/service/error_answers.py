@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from http import HTTPStatus
 
 import falcon
 import falcon.asgi
@@ -28,8 +29,8 @@ def status_and_message(exc: BaseException, failed: str = "unhandled error") -> t
         log.error("%s", exc.message, exc_info=exc)
     if isinstance(exc, StatusError):
         return exc.http_status, exc.message
-    if isinstance(exc, falcon.HTTPError):
-        return exc.status_code, exc.description or exc.title
+    if isinstance(exc, falcon.HTTPError):  # its title is the status line ("405 Method ...")
+        return exc.status_code, exc.description or HTTPStatus(exc.status_code).phrase
     log.error("%s", failed, exc_info=exc)
     return 500, f"{type(exc).__name__}: {exc}"
 

@@ -29,6 +29,10 @@ class Unreachable(OSError):
     """No answer: refused, reset, closed before a whole answer, or not HTTP."""
 
 
+class Refused(Unreachable):
+    """No connection: nothing of the request was sent (another instance may take it)."""
+
+
 class PastDeadline(TimeoutError):
     """The deadline passed before the whole answer arrived."""
 
@@ -112,7 +116,7 @@ class ConnectionPool:
         try:
             reader, writer = await asyncio.open_connection(self.host, self.port, limit=HEAD_LIMIT)
         except OSError as exc:
-            raise Unreachable(str(exc)) from exc
+            raise Refused(str(exc)) from exc
         return _Connection(reader, writer)
 
     def _give_back(self, conn: _Connection) -> None:

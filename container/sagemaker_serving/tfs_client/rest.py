@@ -31,7 +31,13 @@ from sagemaker_serving.tfs_client.errors import (
     ModelServerTimeout,
     ModelServerUnavailable,
 )
-from sagemaker_serving.tfs_client.http11 import Answer, ConnectionPool, PastDeadline, Unreachable
+from sagemaker_serving.tfs_client.http11 import (
+    Answer,
+    ConnectionPool,
+    PastDeadline,
+    Refused,
+    Unreachable,
+)
 from sagemaker_serving.tfs_client.responses import as_response
 
 log = logging.getLogger(__name__)
@@ -64,8 +70,16 @@ class RestClient:
     ) -> requests.Response:
         """Send to a model server URI (its port picks the pool) from the running event loop
         and read the whole answer; 503/504 ModelServerErrors when the model server is down or
-        too slow."""
-        return await self._exchange(self._pools, method, uri, body, deadline)
+        too slow. An instance that refuses the connection (down, restarting: nothing was sent)
+        passes the request on to the next one."""
+        return await self._exchange(self._pools, method, uri, body, deadline, failover=True)
+
+    def _failover_order(self, port: int) -> list[int]:
+        """`port` first, then the other instances' in turn (a port of no instance alone)."""
+        if port not in self.ports:
+            return [port]
+        i = self.ports.index(port)
+        return self.ports[i:] + self.ports[:i]
 
     def request(
         self, method: str, uri: str, body: bytes | str | None, deadline: float
@@ -85,13 +99,22 @@ class RestClient:
         uri: str,
         body: bytes | str | None,
         deadline: float,
+        failover: bool = False,
     ) -> requests.Response:
         call = _Call.of(method, uri, body, deadline)
-        pool = pools.get(call.port)
-        if pool is None:
-            pool = pools[call.port] = ConnectionPool(HOST, call.port, self.pool_size)
+        ports = self._failover_order(call.port) if failover else [call.port]
         with _model_server_errors():
-            answer = await pool.exchange(method, call.path, call.body, call.headers, deadline)
+            for tried, port in enumerate(ports, 1):
+                pool = pools.get(port) or pools.setdefault(
+                    port, ConnectionPool(HOST, port, self.pool_size)
+                )
+                exchange = pool.exchange(method, call.path, call.body, call.headers, deadline)
+                try:
+                    answer = await exchange
+                    break
+                except Refused:
+                    if tried == len(ports):
+                        raise
         return response(answer, call.sent())
 
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:

@@ -76,7 +76,10 @@ def test_answers_follow_accept_and_errors_stay_as_the_model_server_wrote_them_on
     bad = requests.post(uri, data='{"instances": ["x"]}', timeout=10)
     assert b"\n" in bad.content
     one_line = bad.content.replace(b"\n    ", b"").replace(b"\n", b"")
-    assert formats.answer(bad, context(accept="text/csv")) == (one_line, "application/json")
+    body, content_type = formats.answer(bad, context(accept="text/csv", request_id="r-1"))
+    assert content_type == "application/json"  # the model server's text, naming the request
+    assert body == one_line.replace(b'"error": "', b'"request_id": "r-1", "error": "', 1)
+    assert json.loads(body) == {**json.loads(bad.content), "request_id": "r-1"}
 
 
 def test_tensor_answers_are_written_as_tf_servings_rest_text(formats):

@@ -5,6 +5,7 @@ as it would at container start)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -97,11 +98,13 @@ def test_nginx_rejects_an_njs_syntax_error(tmp_path: Path, variant: str):
 def test_every_answer_nginx_makes_itself_is_written_by_one_function(tmp_path: Path, variant):
     """No `return NNN 'body'` in the config: every error page goes to tfs.js's `error`, which
     answers from the error table (every page has an entry), and the only answer nginx writes
-    itself is /execution-parameters'."""
+    itself is /execution-parameters' (tfs.js's `jsonAnswer`, after the conditional headers
+    are cleared)."""
     text = render_variant(tmp_path, variant).path.read_text()
     returns = re.findall(r"return\s+(\d{3})\b([^;]*);", text)
-    bodies = [(status, body) for status, body in returns if body.strip()]  # `return 405;` has none
-    assert len(bodies) == 1 and bodies[0][0] == "200" and "MaxConcurrentTransforms" in bodies[0][1]
+    assert not [body for _, body in returns if body.strip()]  # `return 405;` has none
+    answers = re.findall(r"set \$json_answer '([^']*)';\s+js_content tfs.jsonAnswer;", text)
+    assert len(answers) == 1 and "MaxConcurrentTransforms" in json.loads(answers[0])
     assert all(int(status) in ERROR_PAGES for status, body in returns if not body.strip())
     pages = set(re.findall(r"error_page ([\d ]+)(?: =\d+)? /_error/([\w-]+);", text))
     errors = front_door_errors(Settings.from_env({}))

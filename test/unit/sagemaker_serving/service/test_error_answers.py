@@ -46,7 +46,7 @@ def client() -> falcon.testing.TestClient:
         ("handler", 422, "refused"),
         ("handler-200", 500, "not really ok"),
         ("contract", 500, "input_handler returned int 42"),
-        ("falcon", 405, "405 Method Not Allowed"),
+        ("falcon", 405, "Method Not Allowed"),  # as nginx words it, not the status line
         ("unexpected", 500, "KeyError: 'k'"),
     ],
 )

@@ -50,11 +50,11 @@ def test_the_routing_header_picks_model_and_version(builtin):
 
 
 def test_a_model_server_error_passes_through_with_its_status(builtin):
-    """TF Serving's own error answer, as it wrote it (as nginx passes it on); the request id
-    in the header."""
+    """TF Serving's own error answer, as it wrote it (as nginx passes it on), naming the
+    request as every error does."""
     reply = invoke(builtin, '{"instances": ["x"]}', **{"X-Request-Id": "req-1"})
     assert reply.status_code == 400
-    assert "not of expected type" in reply.json["error"] and "request_id" not in reply.json
+    assert "not of expected type" in reply.json["error"] and reply.json["request_id"] == "req-1"
     assert reply.headers["X-Request-Id"] == "req-1"
     reply = invoke(builtin, '{"instances": [1.0]}', **{CA: "tfs-model-name=absent"})
     assert reply.status_code == 404 and "absent" in reply.json["error"]

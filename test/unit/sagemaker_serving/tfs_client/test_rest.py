@@ -98,6 +98,31 @@ def test_a_port_nobody_listens_on_is_503():
     assert info.value.message == "The model server is unavailable"
 
 
+def refusing_port() -> Iterator[int]:
+    """A port that refuses connections (bound, not listening) for the block."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
+def test_an_instance_that_refuses_passes_an_asynchronous_request_to_the_next(loopback):
+    """A model server instance down (restarting) costs a request nothing: nothing was sent."""
+    for refused in refusing_port():
+        client = RestClient([refused, loopback.port])
+        loop = asyncio.new_event_loop()
+        try:
+            reply = loop.run_until_complete(
+                client.arequest("POST", client.uri(0, "/ok"), b"{}", deadline())
+            )
+        finally:
+            loop.close()
+        assert reply.json() == {"a": 1} and loopback.requests == ["/ok"]
+        # a question to one instance (its health, its models) is that instance's alone
+        with pytest.raises(ModelServerUnavailable):
+            client.request("GET", client.uri(0, "/ok"), None, deadline())
+        assert loopback.requests == ["/ok"]
+
+
 def test_a_deadline_already_past_is_504_without_asking(rest):
     with pytest.raises(ModelServerTimeout) as info:
         rest.request("GET", rest.uri(0, "/v1/models/m"), None, time.monotonic() - 1)
