@@ -1,7 +1,8 @@
-"""Handler path benchmark: a pass-through inference.py vs the njs fast path vs the model server.
+"""Handler path benchmark: a pass-through inference.py vs a TF Serving request nginx passes
+straight on (no user code) vs the model server.
 
 half_plus_three predict (`{"instances": [1.0, 2.0, 5.0]}`) at concurrency 16 (and 1), in one
-run on this machine; two stacks (fast path, and with code/inference.py), each measured against
+run on this machine; two stacks (no user code, and with code/inference.py), each measured against
 its own model server directly. The Python load generator shares the CPUs with the servers, so
 read the ratios, not the absolute numbers.
 

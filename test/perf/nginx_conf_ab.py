@@ -1,4 +1,5 @@
-"""What each part of serve's nginx.conf costs the JSON fast path, on one held stack.
+"""What each part of serve's nginx.conf costs a TF Serving request nginx passes straight to the
+model server, on one held stack.
 
 Starts the stack (half_plus_three, no user code) and, beside serve's own nginx, one more nginx
 per variant of the very nginx.conf serve wrote, each on a free loopback port, against the same
@@ -35,7 +36,6 @@ from perf_report import JSON_BODY, MODEL, fresh, half_plus_three, predict_path  
 
 from conftest import serve_stack  # noqa: E402
 from process_utils.ports import free_port  # noqa: E402
-from sagemaker_serving.launcher.front_log_relay import FRONT_LOG  # noqa: E402
 from sagemaker_serving.launcher.nginx_config import find_nginx  # noqa: E402
 
 
@@ -46,32 +46,47 @@ def _cut(conf: str, pattern: str, replacement: str = "") -> str:
     return changed
 
 
-def no_request_log(conf: str) -> str:
-    """Without the per-request log /metrics counts nginx's answers from."""
-    return _cut(conf, r"\n\s*access_log \S+" + re.escape(FRONT_LOG) + r"[^\n]*", "\n")
+COUNTS = r"access_log /dev/fd/\d+ sagemaker_counts;"  # serve's pipe: not another nginx's
+
+
+def as_serves(conf: str) -> str:
+    """serve's nginx.conf, its request counts written to /dev/null (the pipe is serve's)."""
+    return _cut(conf, COUNTS, "access_log /dev/null sagemaker_counts;")
+
+
+def no_request_counts(conf: str) -> str:
+    """Without the line per request /metrics counts nginx's answers from."""
+    return _cut(conf, r"\n\s*" + COUNTS, "")
 
 
 def no_access_logs(conf: str) -> str:
-    """Without that log and without the access log on stdout."""
-    return _cut(no_request_log(conf), r"access_log /dev/stdout[^;]*;", "access_log off;")
+    """Without that line and without the access log on stdout."""
+    return _cut(no_request_counts(conf), r"access_log /dev/stdout[^;]*;", "access_log off;")
 
 
 def no_header_rules(conf: str) -> str:
     """Without the per-client connection limit, the cleared conditional headers, the
-    X-Request-Id header and the control-character check."""
+    X-Request-Id header and the checks of the request line and headers ($refused)."""
     for pattern in (
         r"\n\s*limit_conn per_client[^;]*;",
         r"\n\s*more_clear_input_headers[^;]*;",
         r"\n\s*add_header X-Request-Id \$req_id always;",
     ):
         conf = _cut(conf, pattern)
-    return _cut(conf, r"if \(\$bad_header_bytes\) \{", "if ($request_method = NEVER) {")
+    return _cut(as_serves(conf), r"if \(\$refused\) \{", "if ($request_method = NEVER) {")
+
+
+def no_one_line(conf: str) -> str:
+    """Without the sub_filter that puts the model server's answer on one line."""
+    return _cut(as_serves(conf), r"\n\s*sub_filter[^;]*;", "")
 
 
 VARIANTS: dict[str, Callable[[str], str]] = {
-    "no_request_log": no_request_log,
+    "as_serves": as_serves,
+    "no_request_counts": no_request_counts,
     "no_access_logs": no_access_logs,
     "no_header_rules": no_header_rules,
+    "no_one_line": no_one_line,
 }
 
 

@@ -193,31 +193,34 @@ def direct_target(server: ServeProcess, model: str, body: bytes) -> Target:
     return Target(f"http://127.0.0.1:{server.rest_ports[0]}{predict_path(model)}", body)
 
 
-def fast_path_rows(work: Path, args: argparse.Namespace) -> list[Row]:
-    """JSON and CSV on the njs fast path against the model server direct."""
+JSON_LINES_BODY = b"1.0\n2.0\n5.0\n"
+NO_CODE_ROWS = (  # side, body, content type, label, goal
+    ("json", JSON_BODY, "application/json", "JSON passed straight on (nginx) / direct", ">= 0.90"),
+    ("csv", CSV_BODY, "text/csv", "CSV through the Python service / direct", ">= 0.90"),
+    ("jsonl", JSON_LINES_BODY, "application/jsonlines",
+     "JSON Lines through the Python service / direct", ">= 0.90"),
+)  # fmt: skip
+
+
+def no_code_rows(work: Path, args: argparse.Namespace) -> list[Row]:
+    """Without inference.py: a TF Serving request nginx passes straight to the model server,
+    and CSV and JSON Lines, which the Python service converts, against the model server
+    direct."""
     env = {"SAGEMAKER_TFS_DEFAULT_MODEL_NAME": MODEL}
     with (
         serve_stack(half_plus_three(work / "fast-model"), fresh(work / "fast"), env) as server,
         plain_proxy(server.rest_ports[0], predict_path(MODEL), JSON_BODY, work) as proxy,
     ):
-        measured = interleaved(
-            {
-                "direct": direct_target(server, MODEL, JSON_BODY),
-                "json": Target(f"{server.url}/invocations", JSON_BODY),
-                "csv": Target(f"{server.url}/invocations", CSV_BODY, "text/csv"),
-                "plain_proxy": Target(proxy, JSON_BODY),
-            },
-            16,
-            args.seconds,
-            args.rounds,
-            stack_pid=server.proc.pid,
-        )
+        targets = {"direct": direct_target(server, MODEL, JSON_BODY)}
+        for side, body, content_type, _, _ in NO_CODE_ROWS:
+            targets[side] = Target(f"{server.url}/invocations", body, content_type)
+        targets["plain_proxy"] = Target(proxy, JSON_BODY)
+        measured = interleaved(targets, 16, args.seconds, args.rounds, stack_pid=server.proc.pid)
         load = load_average()
     return [
-        http_row(f"{side}_fast", f"{side.upper()} fast path / direct", ">= 0.90", measured, side,
-                 "plain_proxy", load)
-        for side in ("json", "csv")
-    ]  # fmt: skip
+        http_row(f"{side}_no_code", label, goal, measured, side, "plain_proxy", load)
+        for side, _, _, label, goal in NO_CODE_ROWS
+    ]
 
 
 def pass_through_rows(work: Path, args: argparse.Namespace) -> list[Row]:
@@ -418,13 +421,13 @@ def cpu_table(rows: list[Row]) -> list[str]:
 
 CEILINGS = """\
 Ceiling: the same ratio for the cheapest front end of the row's kind, measured in the same \
-interleaved rounds (test/perf/reference_frontends.py). Fast path rows: nginx proxying the \
-request to the model server with nothing else (no njs, logs or header rules), so no nginx \
-front door can do better. inference.py rows: falcon's ASGI app on gunicorn (the service's \
-worker class and workers) forwarding the body to the model server from the event loop and \
-returning its answer, with no nginx in front and no formats, user code, metrics or error \
-handling. JPEG jobs: the model's \
-own serving signature (in-graph JPEG decode + forward pass) in process."""
+interleaved rounds (test/perf/reference_frontends.py). Rows without inference.py: nginx \
+proxying a TF Serving request to the model server with nothing else (no njs, logs or header \
+rules), so no nginx front door can do better. inference.py rows: falcon's ASGI app on \
+gunicorn (the service's worker class and workers) forwarding the body to the model server \
+from the event loop and returning its answer, with no nginx in front and no formats, user \
+code, metrics or error handling. JPEG jobs: the model's own serving signature (in-graph JPEG \
+decode + forward pass) in process."""
 
 
 def platform_line() -> str:
@@ -465,7 +468,7 @@ def draw_chart(rows: list[Row], path: Path) -> None:
 
 
 STAGES: dict[str, Callable[[Path, argparse.Namespace], list[Row]]] = {
-    "fast": fast_path_rows,
+    "fast": no_code_rows,
     "user": pass_through_rows,
     "jpeg": lambda work, args: [jpeg_row(work, args)],
     "batch": batch_rows,
