@@ -4,8 +4,9 @@ For each row both stacks serve the same model at once, each `serve` from its own
 and wrk takes turns on four targets: this tree's model server direct, this tree's front door,
 the other tree's model server direct, the other's front door (`--rounds` times, `--seconds`
 each). Each tree's ratio is its front door over its own model server, so a difference between
-the two ratios is the container's, not the machine's. Also written: nginx's and the Python
-service's CPU ms per request on each side. Results go to perf-results/compare.md and .json.
+the two ratios is the container's, not the machine's. Also written: the CPU ms per request of
+nginx, the Python service and the model server on each side. Results go to
+perf-results/compare-<other label>.md and .json.
 
     .venv/bin/python test/perf/compare_trees.py --other /work/wt-base [--label-other before]
 """
@@ -107,9 +108,12 @@ def both_stacks(
         yield servers
 
 
-def nginx_and_service_ms(measured: dict) -> dict[str, float]:
+def cpu_ms(measured: dict) -> dict[str, float]:
+    """CPU ms per request of each part of the stack (the handler processes: `serve`'s)."""
     cpu = measured.get("stack_cpu_ms_per_request", {})
-    return {part: cpu.get(part, 0.0) for part in ("nginx", "python_service")}
+    return {
+        part: cpu.get(part, 0.0) for part in ("nginx", "python_service", "model_server", "serve")
+    }
 
 
 def run_case(
@@ -139,7 +143,7 @@ def run_case(
             raise SystemExit(f"{errors} failed requests on {side} {case.key}: {front}")
         front_rps = sum(m["rps"] for m in front) / len(front)
         direct_rps = sum(m["rps"] for m in direct) / len(direct)
-        cpu = [nginx_and_service_ms(m) for m in front]
+        cpu = [cpu_ms(m) for m in front]
         row["sides"][side] = {
             "ratio": round(front_rps / direct_rps, 3),
             "rps": round(front_rps, 1),
@@ -147,8 +151,10 @@ def run_case(
             "ratios_by_round": [
                 round(f["rps"] / d["rps"], 3) for f, d in zip(front, direct, strict=True)
             ],
-            "nginx_ms": round(sum(c["nginx"] for c in cpu) / len(cpu), 4),
-            "service_ms": round(sum(c["python_service"] for c in cpu) / len(cpu), 4),
+            **{
+                f"{part}_ms": round(sum(c[part] for c in cpu) / len(cpu), 4)
+                for part in ("nginx", "python_service", "model_server", "serve")
+            },
         }
     return row
 
@@ -164,15 +170,17 @@ def write_markdown(rows: list[dict], labels: tuple[str, str], path: Path, args) 
         "sends it).",
         "",
         f"| Row | {this} | {other} | {this} / {other} | nginx ms/request ({this} / {other}) "
-        f"| service ms/request ({this} / {other}) | Ratios by round ({this}; {other}) | Load |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| service ms/request ({this} / {other}) | model server ms/request ({this} / {other}) "
+        f"| Ratios by round ({this}; {other}) | Load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         a, b = row["sides"][this], row["sides"][other]
         lines.append(
             f"| {row['label']} | {a['ratio']:.3f} | {b['ratio']:.3f} "
             f"| {a['ratio'] / b['ratio']:.3f} | {a['nginx_ms']:.3f} / {b['nginx_ms']:.3f} "
-            f"| {a['service_ms']:.3f} / {b['service_ms']:.3f} "
+            f"| {a['python_service_ms']:.3f} / {b['python_service_ms']:.3f} "
+            f"| {a['model_server_ms']:.3f} / {b['model_server_ms']:.3f} "
             f"| {', '.join(map(str, a['ratios_by_round']))}; "
             f"{', '.join(map(str, b['ratios_by_round']))} | {row['load']} |"
         )

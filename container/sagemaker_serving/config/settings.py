@@ -204,8 +204,8 @@ class Settings:
     sends a body or reads an answer; a slower client is disconnected"""
     nginx_worker_processes: int = env("SAGEMAKER_NGINX_WORKER_PROCESSES", POSITIVE, HALF_CPUS)
     """nginx worker processes; half the CPUs leaves the rest to the model server and the Python
-    service (on 2 CPUs the njs fast path's requests/s over the model server's own were 2-19 %
-    higher with one worker than with two, in 6 paired runs)"""
+    service (on 2 CPUs, a TF Serving request's requests/s through nginx over the model
+    server's own were 2-19 % higher with one worker than with two, in 6 paired runs)"""
     nginx_max_connections_per_client: int = env(
         "SAGEMAKER_NGINX_MAX_CONNECTIONS_PER_CLIENT", integer(1, 1_000_000), 1024
     )

@@ -136,6 +136,9 @@ class Master:
             if self.args.lifeline_fd in readable and not os.read(self.args.lifeline_fd, 4096):
                 log.info("serve is gone: handler processes stop")
                 self.orphaned = True
+                # at once: serve's watchdog SIGKILLs what ran under serve (this master too)
+                # while the workers stop, and nobody else removes our folder
+                shutil.rmtree(self.pool_dir, ignore_errors=True)
                 break
             if ready_r in readable:
                 pending += os.read(ready_r, 65536)
@@ -151,7 +154,7 @@ class Master:
         self._stop_workers()
         with contextlib.suppress(FileNotFoundError):
             sock_path.unlink()
-        if self.orphaned:  # nobody else will remove our folder
+        if self.orphaned:  # what the workers left in it meanwhile
             shutil.rmtree(self.pool_dir, ignore_errors=True)
         return 3 if self.failed else 0
 

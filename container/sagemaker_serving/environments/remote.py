@@ -59,9 +59,6 @@ class HandlerPool:
     unreachable: bool = False
     taken_over: bool = False  # its socket answered by a process that is not one of the pool's
 
-    def has(self, fn: str) -> bool:
-        return fn in self.functions
-
     async def run(
         self, body: bytes, context: Context, callbacks: Callbacks
     ) -> tuple[dict[str, Any], bytes | bytearray]:

@@ -31,7 +31,3 @@ def seal(root: Path) -> str:
                 b"%s\0%d\0%o\0%d\n" % (relative, info.st_size, info.st_mode, info.st_mtime_ns)
             )
     return digest.hexdigest()
-
-
-def intact(root: Path, expected: str) -> bool:
-    return bool(expected) and seal(root) == expected

@@ -1,7 +1,7 @@
 """The tables nginx/tfs.js reads, written by serve from their Python homes beside the rendered
 nginx.conf as a module tfs.js imports (`tfs_rules.js`): the routing rules it reads a TF Serving
 request's path with (config/routing_rules.py), the media types of a request it may pass
-straight on (config/body_formats.py), and nginx's own error answers (nginx_config.py).
+straight on or wrap (config/body_formats.py), and nginx's own error answers (nginx_config.py).
 tfs.js writes none of these itself (test_njs_tables.py checks)."""
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def njs_tables(errors: dict[str, tuple[int, str, str]]) -> dict[str, object]:
         "json": bodies.JSON,
         "defaultType": bodies.DEFAULT_TYPE,
         "jsonTypes": sorted(bodies.JSON_TYPES),
+        "csv": bodies.CSV,
+        "utf8Charsets": list(bodies.UTF8_CHARSETS),
         "jsonAnswerTypes": sorted(bodies.JSON_ANSWER_ACCEPTS),
         "requestKeys": list(bodies.REQUEST_KEYS),
         "errors": errors,

@@ -59,14 +59,6 @@ def get(
         conn.close()
 
 
-def answers_ok(
-    conn: http.client.HTTPConnection, path: str, headers: Mapping[str, str] | None = None
-) -> bool:
-    """True when GET `path` on `conn` answers 200 (a probe; the connection is closed after)."""
-    reply = get(conn, path, headers)
-    return reply is not None and reply[0] == 200
-
-
 def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
     """True when GET /v1/models/<model> lists versions that are all AVAILABLE."""
     conn = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout)

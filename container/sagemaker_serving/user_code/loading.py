@@ -40,8 +40,6 @@ class HandlerProcesses(Protocol):
     unreachable: bool
     taken_over: bool
 
-    def has(self, fn: str) -> bool: ...
-
     async def run(self, body: bytes, context: Any, callbacks: Any) -> tuple[dict, Any]: ...
 
     async def alive(self) -> bool: ...
@@ -64,9 +62,6 @@ class Handlers:
         if self.remote is not None:
             return list(self.remote.functions)
         return [name for name in HANDLER_NAMES if getattr(self, name) is not None]
-
-    def has(self, name: str) -> bool:
-        return name in self.names
 
 
 def import_error_message(path: Path, exc: BaseException) -> str:
