@@ -3,10 +3,10 @@
 For each row both stacks serve the same model at once, each `serve` from its own tree's venv,
 and wrk takes turns on four targets: this tree's model server direct, this tree's front door,
 the other tree's model server direct, the other's front door (`--rounds` times, `--seconds`
-each). Each tree's ratio is its front door over its own model server, so a difference between
-the two ratios is the container's, not the machine's. Also written: the CPU ms per request of
-nginx, the Python service and the model server on each side. Results go to
-perf-results/compare-<other label>.md and .json.
+each; the median of the rounds' ratios). Each tree's ratio is its front door over its own model
+server, so a difference between the two ratios is the container's, not the machine's. Also
+written: the CPU ms per request of nginx, the Python service and the model server on each
+side. Results go to perf-results/compare-<other label>.md and .json.
 
     .venv/bin/python test/perf/compare_trees.py --other /work/wt-base [--label-other before]
 """
@@ -18,6 +18,7 @@ import base64
 import contextlib
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +32,7 @@ REPO = HERE.parents[1]
 for path in (HERE, REPO / "test", REPO / "test" / "support", REPO / "examples"):
     sys.path.insert(0, str(path))
 
+import wrk_load  # noqa: E402
 from perf_report import (  # noqa: E402
     CSV_BODY,
     JPEG_CODE,
@@ -39,10 +41,10 @@ from perf_report import (  # noqa: E402
     PASS_THROUGH,
     Target,
     half_plus_three,
-    interleaved,
     load_average,
     predict_path,
 )
+from stack_cpu import cpu_by_part  # noqa: E402
 
 from conftest import SERVE, ServeProcess, serve_stack  # noqa: E402
 
@@ -120,21 +122,37 @@ def run_case(
     case: Case, servers: dict[str, ServeProcess], name: str, direct_body: bytes, body: bytes,
     args: argparse.Namespace,
 ) -> dict:  # fmt: skip
-    """Both sides of one row in the same interleaved rounds."""
+    """Both sides of one row in the same rounds: each round measures each tree's model server
+    direct and then its front door, the trees' order turned every round (ABBA)."""
     targets = {}
     for side, server in servers.items():
         rest = f"http://127.0.0.1:{server.rest_ports[0]}{predict_path(name)}"
         targets[f"{side}:direct"] = Target(rest, direct_body)
         targets[side] = Target(f"{server.url}/invocations", body, case.content_type)
-    # CPU per part is read per side: interleaved() takes one stack, so run each side's rounds
-    # with its own pid by measuring the two trees' targets in alternation, round by round
-    results: dict[str, dict] = {}
-    for _ in range(args.rounds):
-        for side, server in servers.items():
-            one = {k: v for k, v in targets.items() if k.split(":")[0] == side}
-            measured = interleaved(one, case.concurrency, args.seconds, 1, server.proc.pid)
-            for key, value in measured.items():
-                results.setdefault(key, []).append(value)
+    for target in targets.values():  # warm-up: connections and caches
+        wrk_load.post(target.url, target.body, target.content_type, case.concurrency, 2)
+    results: dict[str, list[dict]] = {key: [] for key in targets}
+    sides = list(servers)
+    for i in range(args.rounds):
+        for side in sides if i % 2 == 0 else sides[::-1]:
+            pid = servers[side].proc.pid
+            for key in (f"{side}:direct", side):
+                target = targets[key]
+                before = cpu_by_part(pid)
+                load = wrk_load.post(
+                    target.url, target.body, target.content_type, case.concurrency, args.seconds
+                )
+                after = cpu_by_part(pid)
+                used = {p: after.get(p, 0.0) - before.get(p, 0.0) for p in after}
+                results[key].append(
+                    {
+                        "rps": load.rps,
+                        "errors": load.errors,
+                        "stack_cpu_ms_per_request": {
+                            p: 1000 * t / max(load.requests, 1) for p, t in used.items()
+                        },
+                    }
+                )
     row: dict = {"key": case.key, "label": case.label, "load": load_average(), "sides": {}}
     for side in servers:
         front, direct = results[side], results[f"{side}:direct"]
@@ -144,13 +162,13 @@ def run_case(
         front_rps = sum(m["rps"] for m in front) / len(front)
         direct_rps = sum(m["rps"] for m in direct) / len(direct)
         cpu = [cpu_ms(m) for m in front]
+        by_round = [f["rps"] / d["rps"] for f, d in zip(front, direct, strict=True)]
         row["sides"][side] = {
             "ratio": round(front_rps / direct_rps, 3),
+            "median_ratio": round(statistics.median(by_round), 3),
             "rps": round(front_rps, 1),
             "direct_rps": round(direct_rps, 1),
-            "ratios_by_round": [
-                round(f["rps"] / d["rps"], 3) for f, d in zip(front, direct, strict=True)
-            ],
+            "ratios_by_round": [round(r, 3) for r in by_round],
             **{
                 f"{part}_ms": round(sum(c[part] for c in cpu) / len(cpu), 4)
                 for part in ("nginx", "python_service", "model_server", "serve")
@@ -167,7 +185,7 @@ def write_markdown(rows: list[dict], labels: tuple[str, str], path: Path, args) 
         f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs; wrk, {args.rounds} rounds of "
         f"{args.seconds:g} s per target, the two trees taking turns round by round. Ratio: the "
         "tree's /invocations over its own model server's REST port (the request the container "
-        "sends it).",
+        "sends it) measured just before it, the median of the rounds.",
         "",
         f"| Row | {this} | {other} | {this} / {other} | nginx ms/request ({this} / {other}) "
         f"| service ms/request ({this} / {other}) | model server ms/request ({this} / {other}) "
@@ -177,8 +195,9 @@ def write_markdown(rows: list[dict], labels: tuple[str, str], path: Path, args) 
     for row in rows:
         a, b = row["sides"][this], row["sides"][other]
         lines.append(
-            f"| {row['label']} | {a['ratio']:.3f} | {b['ratio']:.3f} "
-            f"| {a['ratio'] / b['ratio']:.3f} | {a['nginx_ms']:.3f} / {b['nginx_ms']:.3f} "
+            f"| {row['label']} | {a['median_ratio']:.3f} | {b['median_ratio']:.3f} "
+            f"| {a['median_ratio'] / b['median_ratio']:.3f} "
+            f"| {a['nginx_ms']:.3f} / {b['nginx_ms']:.3f} "
             f"| {a['python_service_ms']:.3f} / {b['python_service_ms']:.3f} "
             f"| {a['model_server_ms']:.3f} / {b['model_server_ms']:.3f} "
             f"| {', '.join(map(str, a['ratios_by_round']))}; "

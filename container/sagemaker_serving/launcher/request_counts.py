@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -44,15 +45,22 @@ def counted(line: bytes, default_model: str) -> tuple[str, int, str, float] | No
         code, elapsed = int(status), float(seconds)
     except ValueError:
         return None
+    route, model = _route(uri, attributes, default_model)
+    return route, code, model, elapsed
+
+
+@functools.lru_cache(maxsize=4096)  # a request's line mostly repeats another's
+def _route(uri: bytes, attributes: bytes, default_model: str) -> tuple[str, str]:
+    """(route, model) of a request's URI and custom attributes, as nginx logged them."""
     raw = uri.decode("latin-1").split("?", 1)[0]
     path = unquote(raw)
     if raw.startswith(MODELS + "/"):  # a multi-model name is the raw path, percent-decoded
         name = raw[len(MODELS) + 1 :]
         invoke = name.endswith(INVOKE)
         model = unquote(name[: -len(INVOKE)] if invoke else name)
-        return ("/invocations" if invoke else MODELS), code, model, elapsed
+        return ("/invocations" if invoke else MODELS), model
     if path == MODELS:
-        return MODELS, code, "", elapsed
+        return MODELS, ""
     if path == "/invocations":
         header = _ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), attributes)
         text = header.decode("utf-8", "replace")
@@ -60,8 +68,8 @@ def counted(line: bytes, default_model: str) -> tuple[str, int, str, float] | No
             model = parse_route(None if text == "-" else text, default_model).model
         except StatusError:
             model = ""  # a 400 for its attributes
-        return "/invocations", code, model, elapsed
-    return (path if path in ROUTES else "other"), code, "", elapsed
+        return "/invocations", model
+    return (path if path in ROUTES else "other"), ""
 
 
 class RequestCounts:
