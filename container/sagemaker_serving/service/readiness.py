@@ -3,7 +3,9 @@ start). 200 with an empty body while every model is AVAILABLE on every model ser
 (single model; on a multi-model endpoint, while every instance answers), the handlers are
 imported, and their processes answer when they run in processes of their own; else a JSON 503
 that says why. The model servers are asked by a thread (tfs_client/health.py's InstanceWatch),
-never by /ping itself, so it answers within milliseconds whatever the model servers do.
+never by /ping itself, so it answers within milliseconds whatever the model servers do; /ping
+only connects to each REST port (the kernel answers), so a model server that died since the
+last probe is a 503 at once.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class Ping:
             problem = self.watch.problem(0)
         else:  # on a thread: it waits for the first probes to answer
             problem = await asyncio.to_thread(self.watch.problem)
+        if problem is None:  # a model server that died since the last probe
+            problem = await self.watch.refused()
         if problem is None and self.remote is not None and not await self.remote.alive():
             problem = "the handler processes are not answering"
         if problem is not None:

@@ -8,6 +8,7 @@ whether an instance answers at all.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
@@ -141,6 +142,21 @@ class InstanceWatch:
                 return f"model server instance {index} is not answering"
             if now - finished > self.timeout + 2 * self.every:
                 return f"model server instance {index} has not answered for {now - finished:.0f} s"
+        return None
+
+    async def refused(self, timeout: float = 1.0) -> str | None:
+        """None when every instance's REST port takes a connection now, else which does not:
+        an instance that died since the last probe is known at once. The kernel answers a
+        connect, whatever the model server is busy with (it opens its ports once its models
+        are loaded)."""
+        for index, port in enumerate(self.rest_ports):
+            try:
+                _, writer = await asyncio.wait_for(
+                    asyncio.open_connection("127.0.0.1", port), timeout
+                )
+            except (OSError, TimeoutError):
+                return f"model server instance {index} is not answering"
+            writer.transport.abort()
         return None
 
     def started(self) -> bool:

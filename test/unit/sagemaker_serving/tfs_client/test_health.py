@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -80,3 +81,11 @@ def test_instance_watch_knows_at_once_whether_every_instance_is_up(tfs_server):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert hung.problem() == "model server instance 0 is not answering"
+
+
+def test_refused_knows_at_once_that_an_instance_is_gone(tfs_server):
+    """/ping's own check: a connect to each REST port, no wait for the next round of probes."""
+    up = health.InstanceWatch([tfs_server.rest_port])
+    assert asyncio.run(up.refused()) is None
+    down = health.InstanceWatch([tfs_server.rest_port, closed_port()])
+    assert asyncio.run(down.refused()) == "model server instance 1 is not answering"
