@@ -72,16 +72,16 @@ class LocalContainer:
             "127.0.0.1",
         ]
         log.info("starting the container: %s (log: %s)", " ".join(cmd), self.log_path)
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                cmd,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
-            )
-        try:
+        try:  # from the log's creation on: a SIGTERM while it starts removes the folder too
+            with open(self.log_path, "ab") as out:
+                self.proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=die_with_parent if sys.platform.startswith("linux") else None,
+                )
             Endpoint(self.url).wait_healthy(self.startup_timeout, alive=self.alive)
         except BaseException as err:
             tail = self.log_tail()
