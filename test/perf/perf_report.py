@@ -196,7 +196,7 @@ def direct_target(server: ServeProcess, model: str, body: bytes) -> Target:
 JSON_LINES_BODY = b"1.0\n2.0\n5.0\n"
 NO_CODE_ROWS = (  # side, body, content type, label, goal
     ("json", JSON_BODY, "application/json", "JSON passed straight on (nginx) / direct", ">= 0.90"),
-    ("csv", CSV_BODY, "text/csv", "CSV through the Python service / direct", ">= 0.90"),
+    ("csv", CSV_BODY, "text/csv", "CSV, plain numbers wrapped by nginx / direct", ">= 0.90"),
     ("jsonl", JSON_LINES_BODY, "application/jsonlines",
      "JSON Lines through the Python service / direct", ">= 0.90"),
 )  # fmt: skip
