@@ -293,14 +293,16 @@ def request_count(url: str, route: str, status: int, model: str) -> float:
 
 def settled_counts(url: str, keys, seconds: float = 10.0) -> list[float]:
     """The counts of `keys` ((route, status, model)) once two reads a flush interval apart
-    agree: each worker moves its figures into /metrics within FLUSH_SECONDS (metrics.py), so
-    a request just answered may not be counted yet."""
+    agree: nginx writes its count lines within COUNTS_FLUSH_SECONDS (request_counts.py) and
+    each process moves its figures into /metrics within FLUSH_SECONDS (metrics.py), so a
+    request just answered may not be counted yet."""
+    from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS
     from sagemaker_serving.service.metrics import FLUSH_SECONDS
 
     deadline = time.monotonic() + seconds
     counts = [request_count(url, *key) for key in keys]
     while time.monotonic() < deadline:
-        time.sleep(2 * FLUSH_SECONDS)
+        time.sleep(2 * (FLUSH_SECONDS + COUNTS_FLUSH_SECONDS))
         again = [request_count(url, *key) for key in keys]
         if again == counts:
             return counts

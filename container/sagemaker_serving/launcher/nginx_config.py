@@ -4,6 +4,7 @@ reads written beside it (njs_tables.py), and where nginx and its modules are."""
 from __future__ import annotations
 
 import json
+import select
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher.njs_tables import write_njs_tables
+from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS
 
 TEMPLATE_NAME = "nginx.conf.j2"
 SCRIPT_NAME = "tfs.js"
@@ -222,6 +224,8 @@ def nginx_conf(
         "access_log_format": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "counts_format": counts_format,
         "counts_path": counts_path,
+        "counts_buffer": select.PIPE_BUF,
+        "counts_flush": f"{round(COUNTS_FLUSH_SECONDS * 1000)}ms",
         "body_limit": size_text(settings.body_limit_bytes),
         "client_timeout": settings.nginx_client_timeout_seconds,
         "connections_per_client": settings.nginx_max_connections_per_client,

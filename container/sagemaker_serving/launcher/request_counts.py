@@ -2,7 +2,9 @@
 Python service, the model server a TF Serving request went straight to, nginx's own errors).
 
 nginx writes a line per request (`status seconds uri attributes`, nginx.conf.j2's
-`sagemaker_counts`) to a pipe only serve reads (an inherited descriptor: no file, no port);
+`sagemaker_counts`) to a pipe only serve reads (an inherited descriptor: no file, no port),
+a batch of lines at a time, within COUNTS_FLUSH_SECONDS (a write per request cost serve a
+wake-up per request);
 serve counts each in the Prometheus values the service's /metrics shows (multiprocess mode:
 its values beside the workers' own, in the run's metrics folder).
 """
@@ -28,6 +30,7 @@ MODELS = "/models"
 INVOKE = "/invoke"
 ROUTES = {"/invocations", "/ping", "/execution-parameters", "/metrics"}
 _ESCAPE = re.compile(rb"\\x([0-9A-Fa-f]{2})")  # nginx's escape of a byte in a logged value
+COUNTS_FLUSH_SECONDS = 0.5  # nginx's longest wait before it writes the lines it holds
 PIPE_BYTES = 1 << 20  # asked for (F_SETPIPE_SZ): seconds of lines at thousands of requests/s
 
 
