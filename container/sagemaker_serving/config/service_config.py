@@ -24,6 +24,7 @@ class ServiceConfig:
     rest_ports: list[int]
     grpc_ports: list[int]
     request_timeout_seconds: float
+    max_response_bytes: int | None = None  # SAGEMAKER_MAX_RESPONSE_SIZE
     models: list[str] = field(default_factory=list)  # each AVAILABLE for /ping (single model)
     # gunicorn: its unix socket, its workers, how long a silent worker lives, its log level
     socket_path: str = ""

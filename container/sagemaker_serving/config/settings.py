@@ -45,6 +45,10 @@ from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 from sagemaker_serving.errors import StartupError
 
 DEFAULT_BODY_LIMIT_MB = MAX_PAYLOAD_IN_MB  # the largest body a Batch Transform job sends
+MAX_BODY_BYTES = 1 << 30  # 1 GiB: an asynchronous endpoint's largest request
+MAX_INVOCATION_SECONDS = 3600  # an asynchronous endpoint's longest invocation
+DEFAULT_GUNICORN_TIMEOUT = 30
+DEFAULT_PROXY_READ_TIMEOUT = 60
 BATCH_MAX_ENQUEUED_BATCHES = 100_000_000
 NGINX_LOG_LEVELS = ("debug", "info", "notice", "warn", "error", "crit", "alert", "emerg")
 GUNICORN_LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -82,6 +86,15 @@ HANDLER_PROCESSES = Computed(
     "gunicorn workers; 1 per model on a multi-model endpoint",
     lambda v: 1 if v["multi_model"] else v["gunicorn_workers"],
 )
+
+
+def _invocation_timeout(default: int) -> Computed:
+    return Computed(
+        f"SAGEMAKER_MODEL_SERVER_TIMEOUT, else {default}",
+        lambda v: v["model_server_timeout_seconds"] or default,
+    )
+
+
 SYSTEM_ALLOCATOR = Computed(
     "`1` multi-model, else unset", lambda v: True if v["multi_model"] else None
 )
@@ -189,13 +202,23 @@ class Settings:
         "SAGEMAKER_GUNICORN_LOGLEVEL", choice(GUNICORN_LOG_LEVELS), "info"
     )
     """gunicorn log level: debug, info, warning, error, critical"""
-    gunicorn_timeout_seconds: int = env("SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", SECONDS, 30)
+    model_server_timeout_seconds: int | None = env(
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT", integer(1, MAX_INVOCATION_SECONDS), None
+    )
+    """seconds one invocation may take, 1 to 3600 (asynchronous endpoints): the one deadline
+    nginx, gunicorn, the handlers and the model server follow (the two settings below, when
+    set, override it for their part)"""
+    gunicorn_timeout_seconds: int = env(
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS", SECONDS, _invocation_timeout(DEFAULT_GUNICORN_TIMEOUT)
+    )
     """gunicorn worker timeout"""
     log_format: str = env("SAGEMAKER_LOG_FORMAT", choice(LOG_FORMATS), "text")
     """`json`: serve, the Python service and nginx's access log write one JSON object per line
     (with `request_id` while a request is handled); `text`: plain lines"""
     nginx_proxy_read_timeout_seconds: int = env(
-        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS", SECONDS, 60
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS",
+        SECONDS,
+        _invocation_timeout(DEFAULT_PROXY_READ_TIMEOUT),
     )
     """nginx proxy read timeout; raised to the gunicorn timeout when that is larger, and used as
     the model server REST deadline"""
@@ -243,7 +266,18 @@ class Settings:
         "SAGEMAKER_MAX_PAYLOAD_IN_MB", integer(0, MAX_PAYLOAD_IN_MB), None
     )
     """batch transform payload limit in MB, 0 to 100 (0: unlimited, sent chunked); also the
-    request body limit in MiB (unset or 0: 100 MiB); /execution-parameters says 6 if unset"""
+    request body limit in MiB when SAGEMAKER_MAX_REQUEST_SIZE is unset (unset or 0: 100 MiB);
+    /execution-parameters says 6 if unset"""
+    max_request_size: int | None = env(
+        "SAGEMAKER_MAX_REQUEST_SIZE", integer(1, MAX_BODY_BYTES), None
+    )
+    """largest request body in bytes, up to 1073741824 (1 GiB, asynchronous endpoints); a larger
+    one is answered 413 (unset: SAGEMAKER_MAX_PAYLOAD_IN_MB's limit)"""
+    max_response_size: int | None = env(
+        "SAGEMAKER_MAX_RESPONSE_SIZE", integer(1, MAX_BODY_BYTES), None
+    )
+    """largest answer body in bytes, up to 1073741824 (1 GiB); a larger one is answered 500,
+    saying so (unset: no limit of its own)"""
     batch_strategy: str | None = env(
         "SAGEMAKER_BATCH_STRATEGY", spelled_either_way(CONTAINER_STRATEGIES), None
     )
@@ -265,7 +299,10 @@ class Settings:
 
     @property
     def body_limit_bytes(self) -> int:
-        """Largest request body: SAGEMAKER_MAX_PAYLOAD_IN_MB MiB when > 0, else 100 MiB."""
+        """Largest request body: SAGEMAKER_MAX_REQUEST_SIZE, else SAGEMAKER_MAX_PAYLOAD_IN_MB MiB
+        when > 0, else 100 MiB."""
+        if self.max_request_size:
+            return self.max_request_size
         if self.max_payload_in_mb:
             return self.max_payload_in_mb * MIB
         return DEFAULT_BODY_LIMIT_MB * MIB

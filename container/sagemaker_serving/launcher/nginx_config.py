@@ -44,6 +44,9 @@ MODULE_DIRS = (
 NJS_MODULE = "ngx_http_js_module.so"
 HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 CONF_NAME = "nginx.conf"
+# A request body nginx keeps in memory: past SageMaker's 6 MB real-time limit, so any real-time
+# request can take tfs.js's fast path; a larger one is spooled to a file for the service.
+BODY_IN_MEMORY = 8 * 1024 * 1024
 TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # in the service's folder
 ERROR_PAGES = (400, 403, 404, 405, 406, 411, 412, 413, 414, 415, 416, 429, 431, 500, 502, 503,
                504, 507)  # fmt: skip
@@ -76,7 +79,12 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
         "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)", ""),
         "502": (502, "Bad Gateway: a backend process is unavailable", ""),
         "503": (503, "Service Unavailable", ""),
-        "504": (504, "Gateway Timeout: the backend did not answer in time", ""),
+        "504": (
+            504,
+            f"Gateway Timeout: the invocation did not finish within "
+            f"{settings.proxy_read_timeout_seconds} s",
+            "",
+        ),
         "507": (507, "Insufficient Storage", ""),
         "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
         "method": (400, "Bad Request: an unknown request method", ""),
@@ -227,6 +235,7 @@ def nginx_conf(
         "counts_buffer": select.PIPE_BUF,
         "counts_flush": f"{round(COUNTS_FLUSH_SECONDS * 1000)}ms",
         "body_limit": size_text(settings.body_limit_bytes),
+        "body_in_memory": size_text(min(settings.body_limit_bytes, BODY_IN_MEMORY)),
         "client_timeout": settings.nginx_client_timeout_seconds,
         "connections_per_client": settings.nginx_max_connections_per_client,
         "proxy_timeout": settings.proxy_read_timeout_seconds,
@@ -234,6 +243,8 @@ def nginx_conf(
         "service_socket": service.socket_path,
         "multi_model": settings.multi_model,
         "user_code": service.handles_invocations,
+        # the service holds every answer to SAGEMAKER_MAX_RESPONSE_SIZE: none passes straight on
+        "answer_limit": settings.max_response_size is not None,
         "listen": listen,
         "default_model": default_model,
         "error_pages": ERROR_PAGES,

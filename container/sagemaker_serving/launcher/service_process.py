@@ -124,6 +124,7 @@ def service_process(
         grpc_ports=[grpc for grpc, _ in ports],
         # answer (504) a little before nginx gives up on the request
         request_timeout_seconds=max(1.0, settings.proxy_read_timeout_seconds - 1.0),
+        max_response_bytes=settings.max_response_size,
         socket_path=socket_path,
         workers=settings.gunicorn_workers if user_code else min(2, settings.gunicorn_workers),
         worker_timeout_seconds=settings.gunicorn_timeout_seconds,

@@ -54,6 +54,18 @@ async def _pieces(view: memoryview) -> AsyncIterator[bytes]:
         yield bytes(view[start : start + ANSWER_PIECE])
 
 
+async def read_body(req: Request) -> io.BytesIO:
+    """The request's body, chunk by chunk into one buffer: a 1 GiB body is held once, not as
+    its chunks and their join (getvalue trims the buffer to the body, so a read of it all is
+    that buffer, not a copy)."""
+    data = io.BytesIO()
+    async for chunk in req.stream:
+        data.write(chunk)
+    data.getvalue()
+    data.seek(0)
+    return data
+
+
 class Invocations:
     """POST /invocations: one request through the handlers, within its deadline."""
 
@@ -104,7 +116,7 @@ class Invocations:
             if model_name is not None:
                 route = replace(route, model=model_name, model_given=model_name)
             context = self._context(req, route, request_id, deadline)
-            data = io.BytesIO(await req.stream.read())
+            data = await read_body(req)
             # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
             # proxy timeout; its thread (or the event loop) is never interrupted.
             answer = await self.pipeline.run(handlers, data, context)
@@ -116,6 +128,12 @@ class Invocations:
             body = answer.body
             if label and answer.status != 200 and answer.content_type == JSON:  # the model server's
                 body = _named(bytes(body).decode(), model_name, json.dumps(label)[1:-1]).encode()
+            limit = self.config.max_response_bytes
+            if limit is not None and len(body) > limit:
+                raise StatusError(
+                    f"The answer is {len(body)} bytes, over SAGEMAKER_MAX_RESPONSE_SIZE ({limit})",
+                    500,
+                )
             write_answer(resp, body)
             resp.content_type = answer.content_type
             resp.status = falcon.code_to_http_status(answer.status)

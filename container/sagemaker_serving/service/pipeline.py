@@ -90,6 +90,8 @@ class Pipeline:
             else:
                 waits = self.formats.may_wait(context, len(data.getbuffer()))
                 request = await self.placement.ours(waits, self.formats.decode, data, context, True)
+                if isinstance(request, TensorRequest):
+                    data.close()  # the tensors hold the body now (up to 1 GiB: held once)
         with self.metrics.stage("model_server"):
             response = await self._model_server(request, context)
         with self.metrics.stage("output_handler"):
@@ -161,5 +163,6 @@ class Pipeline:
         wire = tfs_wire.predict_request(
             context.model_name or context.default_model_name, version, None, request.inputs
         )
+        request.inputs.clear()  # the body they are views of goes: the serialized request is all
         index = self.client.grpc_ports.index(context.grpc_port)
         return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))

@@ -204,8 +204,11 @@ def numpy_dtype(enum: int) -> Any:
     return _DTYPES[enum]
 
 
-def tensor_proto(array: np.ndarray, out: Any) -> None:
-    """Fill TensorProto `out` from `array` (numbers as tensor_content; bytes as string_val)."""
+def tensor_proto(array: np.ndarray, out: Any) -> memoryview | None:
+    """Fill TensorProto `out` from `array`: bytes as string_val; numbers are its
+    tensor_content, returned (little-endian, contiguous) for the caller to write after `out`'s
+    other fields (protobuf takes fields in any order), so they are copied once, not three
+    times (an asynchronous endpoint's tensor is up to 1 GiB)."""
     for size in array.shape:
         out.tensor_shape.dim.add(size=size)
     if array.dtype.kind in "OSU":
@@ -213,12 +216,27 @@ def tensor_proto(array: np.ndarray, out: Any) -> None:
         out.string_val.extend(
             item.encode() if isinstance(item, str) else bytes(item) for item in array.flat
         )
-        return
+        return None
     enum = _ENUMS.get(array.dtype.newbyteorder("="))
     if enum is None:
         raise UnsupportedTensor(f"numpy dtype {array.dtype} has no TensorFlow DataType here")
     out.dtype = enum
-    out.tensor_content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+    content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+    return memoryview(content.reshape(-1).view(np.uint8))
+
+
+def _length_delimited(number: int, size: int) -> bytes:
+    """A length-delimited field's tag and length (the `size` bytes of its value follow)."""
+    return _varint(number << 3 | 2) + _varint(size)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def to_numpy(proto: Any) -> np.ndarray:
@@ -262,9 +280,18 @@ def predict_request(
         request.model_spec.version.value = version
     if signature:
         request.model_spec.signature_name = signature
-    for name, array in inputs.items():
-        tensor_proto(array, request.inputs[name])
-    return request.SerializeToString()
+    pieces: list[bytes | memoryview] = [request.SerializeToString()]
+    for name, array in inputs.items():  # each a map entry: key (1), value (2), in field 2
+        tensor = TensorProto()
+        content = tensor_proto(array, tensor)
+        value = [tensor.SerializeToString()]
+        if content is not None and len(content):
+            value += [_length_delimited(4, len(content)), content]
+        key = name.encode()
+        entry = [_length_delimited(1, len(key)), key]
+        entry += [_length_delimited(2, sum(map(len, value))), *value]
+        pieces += [_length_delimited(2, sum(map(len, entry))), *entry]
+    return b"".join(pieces)
 
 
 def predict_outputs(data: bytes) -> dict[str, np.ndarray]:

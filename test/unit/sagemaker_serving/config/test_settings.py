@@ -41,6 +41,7 @@ def test_defaults():
         "gunicorn_threads": 8,
         "gunicorn_worker_class": "uvicorn",
         "gunicorn_log_level": "info",
+        "model_server_timeout_seconds": None,
         "gunicorn_timeout_seconds": 30,
         "log_format": "text",
         "nginx_proxy_read_timeout_seconds": 60,
@@ -55,6 +56,8 @@ def test_defaults():
         "environment_max_disk_mb": 4096,
         "mme_max_environments": 8,
         "max_payload_in_mb": None,
+        "max_request_size": None,
+        "max_response_size": None,
         "batch_strategy": None,
         "max_concurrent_transforms": None,
         "onednn_system_allocator": None,
@@ -108,6 +111,7 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_GUNICORN_THREADS": "16",
         "SAGEMAKER_GUNICORN_WORKER_CLASS": "Sync",
         "SAGEMAKER_GUNICORN_LOGLEVEL": "Debug",
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600",
         "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "120",
         "SAGEMAKER_LOG_FORMAT": "JSON",
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "300",
@@ -123,6 +127,8 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_MME_MAX_ENVIRONMENTS": "20",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "0",
         "SAGEMAKER_MAX_PAYLOAD_IN_MB": "100",
+        "SAGEMAKER_MAX_REQUEST_SIZE": "1073741824",
+        "SAGEMAKER_MAX_RESPONSE_SIZE": "7",
         "SAGEMAKER_BATCH_STRATEGY": "SingleRecord",
         "SAGEMAKER_MAX_CONCURRENT_TRANSFORMS": "16",
         "OMP_NUM_THREADS": "4",
@@ -151,6 +157,7 @@ def test_every_variable_sets_its_field():
         "gunicorn_threads": 16,
         "gunicorn_worker_class": "sync",
         "gunicorn_log_level": "debug",
+        "model_server_timeout_seconds": 3600,
         "gunicorn_timeout_seconds": 120,
         "log_format": "json",
         "nginx_proxy_read_timeout_seconds": 300,
@@ -166,10 +173,33 @@ def test_every_variable_sets_its_field():
         "mme_max_environments": 20,
         "onednn_system_allocator": False,
         "max_payload_in_mb": 100,
+        "max_request_size": 1073741824,
+        "max_response_size": 7,
         "batch_strategy": "SINGLE_RECORD",
         "max_concurrent_transforms": 16,
         "omp_num_threads": "4",
     }
+
+
+def test_the_model_server_timeout_is_every_part_s_deadline_unless_a_finer_setting_says():
+    s = parse(SAGEMAKER_MODEL_SERVER_TIMEOUT="3600")
+    assert (s.gunicorn_timeout_seconds, s.proxy_read_timeout_seconds) == (3600, 3600)
+    s = parse(SAGEMAKER_MODEL_SERVER_TIMEOUT="20", SAGEMAKER_GUNICORN_TIMEOUT_SECONDS="5")
+    assert (s.gunicorn_timeout_seconds, s.proxy_read_timeout_seconds) == (5, 20)
+    s = parse(SAGEMAKER_MODEL_SERVER_TIMEOUT="20", SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS="90")
+    assert (s.gunicorn_timeout_seconds, s.proxy_read_timeout_seconds) == (20, 90)
+    with pytest.raises(SettingsError, match=r"^SAGEMAKER_MODEL_SERVER_TIMEOUT: "):
+        parse(SAGEMAKER_MODEL_SERVER_TIMEOUT="3601")
+
+
+def test_the_request_size_is_the_body_limit_up_to_one_gib():
+    assert parse(SAGEMAKER_MAX_REQUEST_SIZE="1073741824").body_limit_bytes == 1 << 30
+    both = parse(SAGEMAKER_MAX_REQUEST_SIZE="1000", SAGEMAKER_MAX_PAYLOAD_IN_MB="6")
+    assert both.body_limit_bytes == 1000
+    assert parse(SAGEMAKER_MAX_PAYLOAD_IN_MB="6").body_limit_bytes == 6 << 20
+    for name in ("SAGEMAKER_MAX_REQUEST_SIZE", "SAGEMAKER_MAX_RESPONSE_SIZE"):
+        with pytest.raises(SettingsError, match=rf"^{name}: "):
+            parse(**{name: "1073741825"})
 
 
 def test_the_default_model_name_none_counts_as_unset():
@@ -319,7 +349,7 @@ def test_variables_document_exactly_what_from_env_reads():
 
 
 def test_every_variable_has_its_meaning_and_every_field_but_cpu_count_a_variable():
-    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 37
+    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 40
     assert [v.name for v in VARIABLES if not v.doc] == []
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
     assert list(FIELD_OF.values()) == [f.name for f in dataclasses.fields(Settings)][1:]
@@ -348,4 +378,6 @@ def test_described_defaults():
         "SAGEMAKER_NGINX_WORKER_PROCESSES": "half the CPUs, at least 1",
         "TF_ONEDNN_USE_SYSTEM_ALLOCATOR": "`1` multi-model, else unset",
         "SAGEMAKER_HANDLER_PROCESSES": "gunicorn workers; 1 per model on a multi-model endpoint",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "SAGEMAKER_MODEL_SERVER_TIMEOUT, else 30",
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "SAGEMAKER_MODEL_SERVER_TIMEOUT, else 60",
     }

@@ -69,6 +69,21 @@ def test_arrays_round_trip_through_tensorflow(dtype):
     np.testing.assert_array_equal(back, array)
 
 
+def test_several_inputs_of_every_layout_parse_as_tensorflow_reads_them():
+    """tensor_content is written after each TensorProto's other fields: any order, any size."""
+    inputs = {
+        "words": np.array([b"a", "\u00e9".encode()], dtype=object),
+        "big": np.arange(70_000, dtype=">f4").reshape(350, 200).T,  # big-endian, not C order
+        "empty": np.zeros((0, 3), np.float32),
+        "scalar": np.array(4, np.int64),
+    }
+    wire = tfs_wire.predict_request("m", None, None, inputs)
+    request = predict_pb2.PredictRequest.FromString(wire)
+    assert set(request.inputs) == set(inputs)
+    for name, array in inputs.items():
+        np.testing.assert_array_equal(tf.make_ndarray(request.inputs[name]), array)
+
+
 def test_strings_and_value_fields_with_tensorflows_repeat_rule():
     response = predict_pb2.PredictResponse()
     response.outputs["s"].CopyFrom(tf.make_tensor_proto([b"a", b"\xff\x00"]))

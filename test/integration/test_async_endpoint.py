@@ -1,0 +1,145 @@
+"""Asynchronous endpoints' settings (docs/hosting-modes.md): SAGEMAKER_MODEL_SERVER_TIMEOUT is
+the one deadline of an invocation, SAGEMAKER_MAX_REQUEST_SIZE and SAGEMAKER_MAX_RESPONSE_SIZE
+the body limits; a body past nginx's memory buffer is spooled to a file and still answered."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import serve_stack
+from sagemaker_serving.launcher.nginx_config import BODY_IN_MEMORY
+
+SLEEPER = """
+import time
+
+
+def input_handler(data, context):
+    if context.request_content_type == "application/x-sleep":
+        time.sleep(float(data.read()))
+        return '{"instances": [1.0]}'
+    return data.read()
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+"""
+SLOW_SECONDS = 40
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    import example_models as em
+
+    root = tmp_path_factory.mktemp("async_models")
+    em.half_plus_three_tf1(root / "half_plus_three", versions=(1,))
+    return root
+
+
+def tfs_body(size: int) -> bytes:
+    """A TF Serving request of exactly `size` bytes (padded with blanks)."""
+    body = b'{"instances": [1.0, 2.0, 5.0]}'
+    return body + b" " * (size - len(body))
+
+
+def test_a_body_of_exactly_the_request_size_is_answered_from_nginx_s_file_and_one_more_is_413(
+    model_dir, tmp_path
+):
+    limit = BODY_IN_MEMORY + 1_000_003  # past nginx's memory buffer: spooled to a file
+    env = {"SAGEMAKER_MAX_REQUEST_SIZE": str(limit)}
+    with serve_stack(model_dir, tmp_path, env) as server:
+        url = f"{server.url}/invocations"
+        small = requests.post(url, data=tfs_body(100), timeout=60)
+        whole = requests.post(url, data=tfs_body(limit), timeout=60)
+        assert (whole.status_code, whole.json()) == (200, small.json())
+        assert small.json() == {"predictions": [3.5, 4.0, 5.5]}
+        over = requests.post(url, data=tfs_body(limit + 1), timeout=60)
+        assert over.status_code == 413
+        assert over.headers["Content-Type"] == "application/json"
+        assert f"over the {limit} limit" in over.json()["error"]
+
+
+def test_an_answer_over_the_response_size_is_a_500_that_says_so(model_dir, tmp_path):
+    answer = b'{"predictions": [3.5, 4.0, 5.5]}'
+    with serve_stack(model_dir, tmp_path, {"SAGEMAKER_MAX_RESPONSE_SIZE": "34"}) as server:
+        url = f"{server.url}/invocations"
+        fits = requests.post(url, data=tfs_body(30), timeout=60)
+        assert (fits.status_code, fits.content.strip()) == (200, answer)
+        many = requests.post(url, data=b'{"instances": [1.0, 2.0, 5.0, 7.0]}', timeout=60)
+        assert many.status_code == 500
+        error = many.json()["error"]
+        assert re.fullmatch(
+            r"The answer is 3\d bytes, over SAGEMAKER_MAX_RESPONSE_SIZE \(34\)", error
+        )
+
+
+def _post_sleep(url: str, seconds: float, out: dict, key: str) -> None:
+    started = time.monotonic()
+    reply = requests.post(
+        f"{url}/invocations",
+        data=str(seconds),
+        headers={"Content-Type": "application/x-sleep"},
+        timeout=SLOW_SECONDS + 60,
+    )
+    out[key] = (reply, time.monotonic() - started)
+
+
+def test_the_model_server_timeout_is_the_invocation_s_deadline_and_ping_stays_quick(
+    model_dir, tmp_path
+):
+    """A 40 s handler: 200 with SAGEMAKER_MODEL_SERVER_TIMEOUT=60, 504 JSON at 20 s with =20;
+    /ping answers quickly meanwhile, with every handler thread of every worker busy."""
+    (model_dir / "code").mkdir(exist_ok=True)
+    (model_dir / "code" / "inference.py").write_text(SLEEPER)
+    workers, threads = 1, 8  # requests spread over workers unevenly: one worker, all busy
+    common = {
+        "SAGEMAKER_GUNICORN_WORKERS": str(workers),
+        "SAGEMAKER_GUNICORN_THREADS": str(threads),
+    }
+    for name in ("t60", "t20"):
+        (tmp_path / name).mkdir()
+    with (
+        serve_stack(model_dir, tmp_path / "t60", {**common, "SAGEMAKER_MODEL_SERVER_TIMEOUT": "60"})
+        as long,
+        serve_stack(model_dir, tmp_path / "t20", {**common, "SAGEMAKER_MODEL_SERVER_TIMEOUT": "20"})
+        as short,
+    ):  # fmt: skip
+        stacks = {"t60": long.url, "t20": short.url}
+        results: dict = {}
+        callers = [
+            threading.Thread(target=_post_sleep, args=(url, SLOW_SECONDS, results, f"{key}-{i}"))
+            for key, url in stacks.items()
+            for i in range(workers * threads)
+        ]
+        for caller in callers:
+            caller.start()
+        pings: list[float] = []
+        while any(caller.is_alive() for caller in callers):
+            for url in stacks.values():
+                started = time.monotonic()
+                assert requests.get(f"{url}/ping", timeout=5).status_code == 200
+                pings.append(time.monotonic() - started)
+            time.sleep(0.2)
+        for caller in callers:
+            caller.join()
+    for key, (reply, took) in results.items():
+        if key.startswith("t60"):
+            assert reply.status_code == 200, reply.text
+            assert json.loads(reply.content) == {"predictions": [3.5]}
+            assert took >= SLOW_SECONDS
+        else:
+            assert reply.status_code == 504, reply.text
+            assert reply.headers["Content-Type"] == "application/json"
+            assert "did not finish within 20 s" in reply.json()["error"]
+            assert 19 <= took < SLOW_SECONDS
+    assert len(pings) > 100
+    slow = [p for p in pings if p >= 0.1]
+    print(f"/ping: median {statistics.median(pings) * 1000:.1f} ms, max {max(pings) * 1000:.1f} ms")
+    assert len(slow) <= len(pings) // 100, sorted(pings)[-5:]  # under 100 ms, all but 1 %
