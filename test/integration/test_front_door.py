@@ -362,7 +362,9 @@ def test_a_chunked_body_is_served_up_to_the_limit_and_413_json_past_it(any_stack
     reply = raw(any_stack.port, chunked_post("/invocations", body, "application/json", 16384), 120)
     if extra:
         doc = assert_json_error(*split_reply(reply), 413)
-        assert doc["error"].startswith("Payload Too Large: the request body is over the 100m")
+        assert doc["error"].startswith(
+            "Payload Too Large: the request body is over the limit of 104857600 bytes"
+        )
     else:
         status, _, body = split_reply(reply)
         assert status == 200, body[:300]

@@ -232,7 +232,9 @@ def test_bodies_up_to_the_limit_are_served_and_one_byte_over_is_413_json(
     assert status == 413, answer[:500]
     assert headers["content-type"] == "application/json"
     doc = json.loads(answer)
-    assert doc["error"].startswith("Payload Too Large: the request body is over the 1m limit")
+    assert doc["error"].startswith(
+        "Payload Too Large: the request body is over the limit of 1048576 bytes"
+    )
     assert b"<html" not in answer.lower()
 
 

@@ -55,7 +55,7 @@ ERROR_PAGES = (400, 403, 404, 405, 406, 411, 412, 413, 414, 415, 416, 429, 431, 
 def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
     """What nginx answers itself, by the name its error page gives (tfs.js's `error`):
     (status, message, Allow header or "")."""
-    limit = size_text(settings.body_limit_bytes)
+    limit = settings.body_limit_bytes
     errors = {
         "400": (400, "Bad Request", ""),
         "403": (403, "Forbidden", ""),
@@ -64,7 +64,11 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
         "406": (406, "Not Acceptable", ""),
         "411": (411, "Length Required", ""),
         "412": (412, "Precondition Failed", ""),
-        "413": (413, f"Payload Too Large: the request body is over the {limit} limit", ""),
+        "413": (
+            413,
+            f"Payload Too Large: the request body is over the limit of {limit} bytes",
+            "",
+        ),
         "414": (414, "URI Too Long", ""),
         "415": (415, "Unsupported Media Type", ""),
         "416": (416, "Range Not Satisfiable", ""),

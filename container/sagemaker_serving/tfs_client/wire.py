@@ -222,7 +222,7 @@ def tensor_proto(array: np.ndarray, out: Any) -> memoryview | None:
         raise UnsupportedTensor(f"numpy dtype {array.dtype} has no TensorFlow DataType here")
     out.dtype = enum
     content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
-    return memoryview(content.reshape(-1).view(np.uint8))
+    return content.reshape(-1).view(np.uint8).data
 
 
 def _length_delimited(number: int, size: int) -> bytes:
