@@ -46,6 +46,7 @@ from sagemaker_serving.service.invocations import Invocations
 from sagemaker_serving.service.metrics import MetricsPage, ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.service.readiness import Ping
+from sagemaker_serving.service.streaming import RECEIVE, StreamCut
 from sagemaker_serving.tfs_client.health import InstanceWatch
 from sagemaker_serving.user_code import fork_guard
 from sagemaker_serving.user_code.loading import Handlers, UserCodeError
@@ -140,8 +141,11 @@ def guarded(app: Asgi) -> Asgi:
     never uvicorn's plain-text page."""
 
     async def asgi(scope: dict, receive: Any, send: Any) -> None:
+        scope[RECEIVE] = receive  # a streamed answer watches for the client going away
         try:
             await app(scope, receive, send)
+        except StreamCut:
+            return  # uvicorn ends the connection without the answer's last chunk
         except Exception:
             log.exception("unhandled error in the service")
             request_id = dict(scope.get("headers") or ()).get(_REQUEST_ID_NAME, b"")

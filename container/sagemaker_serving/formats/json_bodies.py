@@ -9,6 +9,7 @@ application/json body of several values on separate lines is read as JSON Lines.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any, TypeGuard
 
 from sagemaker_serving.config.body_formats import REQUEST_KEYS
@@ -55,6 +56,26 @@ def decode_json(body: bytes, method: str) -> ModelRequest:
 def decode_json_lines(body: bytes, method: str) -> ModelRequest:
     """A JSON Lines body: one instance per non-empty line."""
     return _json_lines([line.strip() for line in strip_bom(body).split(b"\n")], method)
+
+
+def json_lines_groups(body: bytes, method: str, size: int) -> Iterator[ModelRequest]:
+    """A JSON Lines body as requests of `size` instances each (the last of fewer), for an
+    answer streamed as the model server makes it; a bad line raises PayloadError when its
+    group is reached, numbered in the whole body."""
+    items: list[bytes] = []
+    for number, line in enumerate(strip_bom(body).split(b"\n"), 1):
+        if not (line := line.strip()):
+            continue
+        try:
+            loads(line)
+        except ValueError as err:
+            raise PayloadError(f"Malformed JSON Lines: line {number}: {err}", 400) from None
+        items.append(line)
+        if len(items) == size:
+            yield ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), size)
+            items = []
+    if items:
+        yield ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), len(items))
 
 
 def _is_tfs_request(value: Any) -> TypeGuard[dict]:

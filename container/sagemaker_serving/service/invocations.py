@@ -19,6 +19,7 @@ from sagemaker_serving.config.routing_rules import HEADER as ATTRIBUTES_HEADER
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.builtin import BuiltinFormats
+from sagemaker_serving.service import streaming
 from sagemaker_serving.service.error_answers import status_and_message, write_error
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.pipeline import Pipeline
@@ -125,6 +126,15 @@ class Invocations:
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",
                     504,
                 )
+            if streaming.is_stream(answer.body):
+                chunks = await streaming.started(answer.body, self.placement)
+                if chunks is not None:
+                    limit = self.config.max_response_bytes
+                    streaming.send_stream(
+                        req, resp, chunks, answer.content_type, self.placement, limit
+                    )
+                    return
+                answer = answer._replace(body=b"")
             body = answer.body
             if label and answer.status != 200 and answer.content_type == JSON:  # the model server's
                 body = _named(bytes(body).decode(), model_name, json.dumps(label)[1:-1]).encode()

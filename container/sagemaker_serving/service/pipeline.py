@@ -17,26 +17,34 @@ names, else application/json.
 from __future__ import annotations
 
 import io
+from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
-from sagemaker_serving.config.body_formats import DEFAULT_TYPE
+from sagemaker_serving.config.body_formats import DEFAULT_TYPE, JSON_LINES_NAMES, JSON_LINES_TYPES
 from sagemaker_serving.environments.messages import make_response
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.builtin import LARGE_PAYLOAD, BuiltinFormats
+from sagemaker_serving.formats.json_bodies import json_lines_groups
+from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest
 from sagemaker_serving.formats.tensors import TensorRequest
+from sagemaker_serving.service import streaming
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.tfs_client import wire as tfs_wire
 from sagemaker_serving.tfs_client.client import ModelServerClient
+from sagemaker_serving.tfs_client.errors import ModelServerError
+from sagemaker_serving.tfs_client.rest import error_text
 from sagemaker_serving.user_code import contract, fork_guard
 from sagemaker_serving.user_code.handler_api import Context
 from sagemaker_serving.user_code.loading import HandlerProcesses, Handlers
 from tfs_rest_json.model_version import is_model_version
 
+STREAM_RECORDS = 32  # JSON Lines records per model server request of a streamed answer
+
 
 class Answer(NamedTuple):
-    body: bytes | bytearray
+    body: Any  # bytes-like, or an iterator of chunks (a streamed answer: streaming.py)
     content_type: str
     status: int = 200
 
@@ -48,6 +56,13 @@ def concrete_type(accept: str | None) -> str:
         if media and "*" not in media:
             return media
     return DEFAULT_TYPE
+
+
+def streams_records(context: Context) -> bool:
+    """A JSON Lines request whose answer is asked for as server-sent events: its records are
+    answered a few at a time, each group's lines sent as they come (streaming.py)."""
+    media = media_type(context.request_content_type)
+    return media in JSON_LINES_TYPES and streaming.wants_events(context.accept_header)
 
 
 def made(body: Any, content_type: str | None, context: Context, model_status: int = 200) -> Answer:
@@ -82,7 +97,11 @@ class Pipeline:
                 result = await self.placement.thread(
                     fork_guard.call, handlers.handler, data, context
                 )
-            return made(*contract.answer(result, handlers.handler, "handler"), context)
+            return made(*contract.answer(result, handlers.handler, "handler", True), context)
+        no_code = handlers.input_handler is None and handlers.output_handler is None
+        if no_code and streams_records(context):
+            records = self._records_streamed(data.read(), context)
+            return Answer(records, streaming.EVENT_STREAM)
         with self.metrics.stage("input_handler"):
             if handlers.input_handler is not None:
                 value = await self.placement.handler(handlers.input_handler, data, context)
@@ -100,9 +119,24 @@ class Pipeline:
                 return Answer(*await self.placement.thread(answer, response, context))
             if handlers.output_handler is not None:
                 result = await self.placement.handler(handlers.output_handler, response, context)
-                body, content_type = contract.answer(result, handlers.output_handler)
+                body, content_type = contract.answer(result, handlers.output_handler, streams=True)
                 return made(body, content_type, context, response.status_code)
             return await self._builtin_answer(response, context)
+
+    async def _records_streamed(self, body: bytes, context: Context) -> AsyncIterator[bytes]:
+        """A JSON Lines body's answer lines, STREAM_RECORDS records at a time, each group's
+        as soon as the model server has answered it."""
+        lines = context._replace(accept_header=JSON_LINES_NAMES[0])
+        for request in json_lines_groups(body, context.method or "predict", STREAM_RECORDS):
+            self.metrics.records(request.records)
+            response = await self.client.rest.arequest(
+                "POST", context.rest_uri, request.body, context.deadline
+            )
+            if response.status_code != 200:
+                raise ModelServerError(error_text(response), response.status_code)
+            text, _ = await self.placement.ours(False, self.formats.answer, response, lines)
+            for line in bytes(text).splitlines():
+                yield line + b"\n"
 
     async def _model_server(self, request: Any, context: Context) -> Any:
         if isinstance(request, TensorRequest):
