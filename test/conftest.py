@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -25,6 +24,8 @@ REPO = Path(__file__).resolve().parent.parent
 SUPPORT = REPO / "test" / "support"  # example_models, format_cases, hostile_cases
 if str(SUPPORT) not in sys.path:
     sys.path.insert(0, str(SUPPORT))
+from wheels import make_wheel, tiny_wheel  # noqa: E402, F401 - what tests import from here
+
 VENV_BIN = Path(sys.executable).parent
 OUR_SERVER = str(VENV_BIN / "tfs-model-server")
 
@@ -223,31 +224,6 @@ def run_serve(
         text=True,
         timeout=timeout,
     )
-
-
-def tiny_wheel(directory: Path) -> None:
-    """A minimal pure-Python wheel `tinypkg` 1.0 (so the test needs no network)."""
-    make_wheel(directory, "tinypkg", "1.0", {"tinypkg/__init__.py": "VALUE = 42\n"})
-
-
-def make_wheel(directory: Path, name: str, version: str, files: dict[str, str]) -> Path:
-    """A pure-Python wheel of `files` (path -> text) as distribution `name` `version`."""
-    directory.mkdir(parents=True, exist_ok=True)
-    info = f"{name}-{version}.dist-info"
-    path = directory / f"{name}-{version}-py3-none-any.whl"
-    files = {
-        **files,
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-        f"{info}/WHEEL": (
-            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-        ),
-    }
-    record = "".join(f"{file},,\n" for file in files) + f"{info}/RECORD,,\n"
-    with zipfile.ZipFile(path, "w") as wheel:
-        for file, text in files.items():
-            wheel.writestr(file, text)
-        wheel.writestr(f"{info}/RECORD", record)
-    return path
 
 
 @pytest.fixture(scope="session")
