@@ -37,6 +37,7 @@ from sagemaker_serving.launcher.exit_reason import exit_reason
 from sagemaker_serving.launcher.front_port import check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_GUARD_LIBRARY,
+    check_extra_flags,
     count_gpus,
     find_model_server,
     gpu_assignment,
@@ -184,6 +185,7 @@ def model_server_children(
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
     log.info("model server: %s (%s)", executable, "ours" if ours else "tensorflow_model_server")
+    check_extra_flags(executable, settings.model_server_flags)
     if not LOOPBACK_GUARD_LIBRARY.is_file():
         log.warning(
             "%s not found (make install builds it): every local user can reach the model "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -129,3 +130,18 @@ def spelled_either_way(names: tuple[str, ...]) -> Parser:
 def text(raw: str) -> str:
     """Any text (stripped)."""
     return raw
+
+
+_FLAG = re.compile(r"--[a-z][a-z0-9_]*(=.*)?", re.DOTALL)
+
+
+def flags(raw: str) -> tuple[str, ...]:
+    """Command-line flags, shell-quoted where needed: each `--name=value` or `--name`."""
+    try:
+        items = shlex.split(raw)
+    except ValueError as exc:
+        raise BadValue(f"flags as a shell would split them ({exc})", raw) from None
+    for item in items:
+        if not _FLAG.fullmatch(item):
+            raise BadValue("--name=value flags, separated by blanks", item)
+    return tuple(items)

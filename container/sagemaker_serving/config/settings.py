@@ -32,6 +32,7 @@ from sagemaker_serving.config.env_values import (
     Parser,
     boolean,
     choice,
+    flags,
     fraction,
     integer,
     model_name,
@@ -180,6 +181,11 @@ class Settings:
     """TensorFlow inter-op threads (0: automatic)"""
     intra_op_parallelism: int = env("SAGEMAKER_TFS_INTRA_OP_PARALLELISM", NON_NEGATIVE, 0)
     """TensorFlow intra-op threads (0: automatic)"""
+    model_server_flags: tuple[str, ...] = env("SAGEMAKER_TFS_MODEL_SERVER_FLAGS", flags, ())
+    """more flags for every model server instance, as a shell would split them, e.g.
+    `--rest_api_num_threads=16 --enable_model_warmup=false`: flags the model server's `--help`
+    lists, none of those serve sets itself; after serve's own, so `--rest_api_timeout_in_ms`
+    wins over SAGEMAKER_MODEL_SERVER_TIMEOUT's"""
     wait_time_seconds: int = env("SAGEMAKER_TFS_WAIT_TIME_SECONDS", SECONDS, 300)
     """how long to wait for a model server to be ready"""
     nginx_log_level: str = env("SAGEMAKER_TFS_NGINX_LOGLEVEL", choice(NGINX_LOG_LEVELS), "error")
@@ -215,6 +221,9 @@ class Settings:
     log_format: str = env("SAGEMAKER_LOG_FORMAT", choice(LOG_FORMATS), "text")
     """`json`: serve, the Python service and nginx's access log write one JSON object per line
     (with `request_id` while a request is handled); `text`: plain lines"""
+    log_ping: bool = env("SAGEMAKER_LOG_PING", boolean, True)
+    """`false`: nginx's access log leaves out `/ping`, which SageMaker asks every few seconds
+    (/metrics still counts it)"""
     nginx_proxy_read_timeout_seconds: int = env(
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS",
         SECONDS,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import subprocess
 import sys
@@ -10,12 +11,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.errors import StartupError
 
 log = logging.getLogger(__name__)
 
 TFS_BINARY = "tensorflow_model_server"
 OUR_BINARY = "tfs-model-server"
 NVIDIA_SMI_TIMEOUT_SECONDS = 5
+HELP_TIMEOUT_SECONDS = 60
 # docker/loopback_guard.c, built into every image and by `make install`: preloaded into the model
 # server, its wildcard binds go to the loopback (tensorflow_model_server has no flag for the
 # address: gRPC 0.0.0.0, REST ::) and a connection from a process of another user is closed.
@@ -69,7 +72,49 @@ def model_server_command(
         argv.append(f"--per_process_gpu_memory_fraction={gpu_memory_fraction}")
     if ours:
         argv.append("--bind_address=127.0.0.1")
-    return argv
+    return argv + list(settings.model_server_flags)
+
+
+# what serve sets itself: the ports, the files it writes, the address (loopback_guard's job)
+SERVE_FLAGS = frozenset(
+    {
+        "port", "rest_api_port", "grpc_socket_path", "model_config_file", "model_name",
+        "model_base_path", "enable_batching", "batching_parameters_file",
+        "monitoring_config_file", "bind_address", "version",
+    }
+)  # fmt: skip
+_HELP_FLAG = re.compile(r"^\s*--([a-z][a-z0-9_]*)[=\s]", re.MULTILINE)
+
+
+class ModelServerFlagsError(StartupError):
+    """SAGEMAKER_TFS_MODEL_SERVER_FLAGS names a flag the model server does not know, or one
+    serve sets itself."""
+
+
+def check_extra_flags(executable: str, extra: tuple[str, ...]) -> None:
+    """Every flag of `extra` is one the model server's --help lists and not one of
+    SERVE_FLAGS (ModelServerFlagsError says which is not)."""
+    if not extra:
+        return
+    names = [flag[2:].split("=", 1)[0] for flag in extra]
+    owned = sorted(set(names) & SERVE_FLAGS)
+    if owned:
+        raise ModelServerFlagsError(
+            f"SAGEMAKER_TFS_MODEL_SERVER_FLAGS: serve sets --{', --'.join(owned)} itself"
+        )
+    try:
+        shown = subprocess.run(
+            [executable, "--help"], capture_output=True, text=True, timeout=HELP_TIMEOUT_SECONDS
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ModelServerFlagsError(f"{executable} --help failed: {exc}") from None
+    known = set(_HELP_FLAG.findall(shown.stdout + shown.stderr))
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ModelServerFlagsError(
+            f"SAGEMAKER_TFS_MODEL_SERVER_FLAGS: --{', --'.join(unknown)} is not a flag of "
+            f"{Path(executable).name} (its --help lists them)"
+        )
 
 
 CPU_DEVICE_TYPES = "CPU,XLA_CPU"

@@ -234,6 +234,7 @@ def nginx_conf(
         "tables_dir": run_dir,  # beside nginx.conf (NginxConf.write)
         "temp_dir": temp_dir,
         "access_log_format": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
+        "log_ping": settings.log_ping,
         "counts_format": counts_format,
         "counts_path": counts_path,
         "counts_buffer": select.PIPE_BUF,

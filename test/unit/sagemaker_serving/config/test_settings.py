@@ -34,6 +34,7 @@ def test_defaults():
         "gpu_memory_margin": 0.2,
         "inter_op_parallelism": 0,
         "intra_op_parallelism": 0,
+        "model_server_flags": (),
         "wait_time_seconds": 300,
         "nginx_log_level": "error",
         "tfs_version": None,
@@ -44,6 +45,7 @@ def test_defaults():
         "model_server_timeout_seconds": None,
         "gunicorn_timeout_seconds": 30,
         "log_format": "text",
+        "log_ping": True,
         "nginx_proxy_read_timeout_seconds": 60,
         "nginx_client_timeout_seconds": 10,
         "nginx_worker_processes": 2,
@@ -104,6 +106,7 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_TFS_FRACTIONAL_GPU_MEM_MARGIN": "0.5",
         "SAGEMAKER_TFS_INTER_OP_PARALLELISM": "2",
         "SAGEMAKER_TFS_INTRA_OP_PARALLELISM": "16",
+        "SAGEMAKER_TFS_MODEL_SERVER_FLAGS": "--rest_api_num_threads=3 '--saved_model_tags=a,b'",
         "SAGEMAKER_TFS_WAIT_TIME_SECONDS": "600",
         "SAGEMAKER_TFS_NGINX_LOGLEVEL": "WARN",
         "SAGEMAKER_TFS_VERSION": "2.21",
@@ -114,6 +117,7 @@ def test_every_variable_sets_its_field():
         "SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600",
         "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "120",
         "SAGEMAKER_LOG_FORMAT": "JSON",
+        "SAGEMAKER_LOG_PING": "false",
         "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "300",
         "SAGEMAKER_NGINX_CLIENT_TIMEOUT_SECONDS": "30",
         "SAGEMAKER_NGINX_WORKER_PROCESSES": "3",
@@ -150,6 +154,7 @@ def test_every_variable_sets_its_field():
         "gpu_memory_margin": 0.5,
         "inter_op_parallelism": 2,
         "intra_op_parallelism": 16,
+        "model_server_flags": ("--rest_api_num_threads=3", "--saved_model_tags=a,b"),
         "wait_time_seconds": 600,
         "nginx_log_level": "warn",
         "tfs_version": "2.21",
@@ -160,6 +165,7 @@ def test_every_variable_sets_its_field():
         "model_server_timeout_seconds": 3600,
         "gunicorn_timeout_seconds": 120,
         "log_format": "json",
+        "log_ping": False,
         "nginx_proxy_read_timeout_seconds": 300,
         "nginx_client_timeout_seconds": 30,
         "nginx_worker_processes": 3,
@@ -349,7 +355,7 @@ def test_variables_document_exactly_what_from_env_reads():
 
 
 def test_every_variable_has_its_meaning_and_every_field_but_cpu_count_a_variable():
-    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 40
+    assert len([v for v in VARIABLES if v.name.startswith("SAGEMAKER_")]) == 42
     assert [v.name for v in VARIABLES if not v.doc] == []
     assert [f.name for f in dataclasses.fields(Settings) if not f.metadata] == ["cpu_count"]
     assert list(FIELD_OF.values()) == [f.name for f in dataclasses.fields(Settings)][1:]
