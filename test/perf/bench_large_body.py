@@ -14,7 +14,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -25,10 +24,9 @@ for path in (REPO / "test", REPO / "test" / "support"):
     sys.path.insert(0, str(path))
 
 import psutil  # noqa: E402
-import requests  # noqa: E402
 
 from conftest import serve_stack  # noqa: E402
-from large_bodies import npy_file  # noqa: E402
+from large_bodies import PeakSampler, npy_file, post_npy  # noqa: E402
 
 
 def part(proc: psutil.Process) -> str:
@@ -54,25 +52,6 @@ def stack_memory(pid: int) -> dict[str, int]:
     return parts
 
 
-class Sampler(threading.Thread):
-    """The highest stack_memory seen while running."""
-
-    def __init__(self, pid: int) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.peak, self.done = pid, 0, threading.Event()
-        self.at_peak: dict[str, int] = {}  # by part, when the whole was at its peak
-        self.part_peaks: dict[str, int] = {}  # each part's own peak
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            parts = stack_memory(self.pid)
-            if sum(parts.values()) > self.peak:
-                self.peak, self.at_peak = sum(parts.values()), parts
-            for name, used in parts.items():
-                self.part_peaks[name] = max(self.part_peaks.get(name, 0), used)
-            time.sleep(0.05)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--mib", type=int, default=1024)
@@ -95,19 +74,12 @@ def main() -> None:
             pid = server.proc.pid
             idle_parts = stack_memory(pid)
             idle = sum(idle_parts.values())
-            sampler = Sampler(pid)
+            sampler = PeakSampler(lambda: stack_memory(pid))
             sampler.start()
             started = time.monotonic()
-            with body.open("rb") as stream:
-                reply = requests.post(
-                    f"{server.url}/invocations",
-                    data=stream,
-                    headers={"Content-Type": "application/x-npy", "Content-Length": str(size)},
-                    timeout=900,
-                )
+            reply = post_npy(server.url, body)
             took = time.monotonic() - started
-            sampler.done.set()
-            sampler.join()
+            sampler.stop()
             answer = reply.json() if reply.status_code == 200 else reply.text[:500]
             sums = answer["predictions"] if isinstance(answer, dict) else None
             correct = (

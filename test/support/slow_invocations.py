@@ -3,6 +3,7 @@ and the image tests show SAGEMAKER_MODEL_SERVER_TIMEOUT (docs/hosting-modes.md).
 
 from __future__ import annotations
 
+import json
 import statistics
 import threading
 import time
@@ -40,6 +41,23 @@ class SlowRun:
             f"/ping: {len(self.pings)} asked, median {statistics.median(self.pings) * 1000:.1f} "
             f"ms, max {max(self.pings) * 1000:.1f} ms"
         )
+
+    def check_deadlines(self, slept: float, timeouts: dict[str, int]) -> None:
+        """Each stack's invocations (of SLEEPER, `slept` s; the stack's
+        SAGEMAKER_MODEL_SERVER_TIMEOUT in `timeouts`) answered 200 when they fit the timeout,
+        else 504 JSON at it; /ping under 100 ms meanwhile, all but 1 %."""
+        for key, timeout in timeouts.items():
+            for status, body, took in self.answers[key]:
+                if slept < timeout:
+                    assert (status, json.loads(body)) == (200, {"predictions": [3.5]})
+                    assert took >= slept
+                else:
+                    assert status == 504, body
+                    assert json.loads(body)["error"].endswith(f"did not finish within {timeout} s")
+                    assert timeout - 1 <= took < slept
+        print(self.ping_summary())
+        assert len(self.pings) > 100
+        assert len(self.slow_pings()) <= len(self.pings) // 100, sorted(self.pings)[-5:]
 
     def slow_pings(self, seconds: float = 0.1) -> list[float]:
         return [p for p in self.pings if p >= seconds]
