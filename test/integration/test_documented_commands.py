@@ -103,6 +103,7 @@ NOT_RUN = {
 }  # fmt: skip
 NOT_RUN_PREFIXES = {
     "aws ": _AWS,
+    "docker run ": _IMAGE + " (test/image/test_serverless.py runs the serverless profile)",
     ".venv/bin/python test/perf/": _BENCH,
 }
 NAMES = {".venv/bin/serve", ".venv/bin/tfs-model-server", ".venv/bin/tfs-batch-transform"}
