@@ -31,7 +31,7 @@ class Ping:
         else:  # on a thread: it waits for the first probes to answer
             problem = await asyncio.to_thread(self.watch.problem)
         if problem is None:  # a model server that died since the last probe
-            problem = await self.watch.refused()
+            problem = self.watch.refused()
         if problem is None and self.remote is not None and not await self.remote.alive():
             problem = "the handler processes are not answering"
         if problem is not None:

@@ -8,7 +8,6 @@ whether an instance answers at all.
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import os
@@ -95,6 +94,28 @@ def model_path(model: str) -> str:
     return f"/v1/models/{model}"
 
 
+PROC_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
+TCP_LISTEN = "0A"
+
+
+def listening_ports() -> set[int] | None:
+    """The TCP ports with a listening socket in this network namespace; None without /proc."""
+    ports: set[int] = set()
+    found = False
+    for path in PROC_TCP:
+        try:
+            with open(path) as table:
+                lines = table.read().splitlines()[1:]
+        except OSError:
+            continue
+        found = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == TCP_LISTEN:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports if found else None
+
+
 class InstanceWatch:
     """Whether every model server instance is ready, known at once: a daemon thread asks each
     instance every `every` seconds, each question with its own `timeout`: are `models` all
@@ -144,19 +165,17 @@ class InstanceWatch:
                 return f"model server instance {index} has not answered for {now - finished:.0f} s"
         return None
 
-    async def refused(self, timeout: float = 1.0) -> str | None:
-        """None when every instance's REST port takes a connection now, else which does not:
-        an instance that died since the last probe is known at once. The kernel answers a
-        connect, whatever the model server is busy with (it opens its ports once its models
-        are loaded)."""
+    def refused(self) -> str | None:
+        """None unless an instance's REST port has nobody listening now: an instance that died
+        since the last probe is known at once. Asked of the kernel (/proc/net/tcp), not of the
+        port: a connect per /ping would fill the accept queue of a model server busy with
+        loads, and its probes would then time out."""
+        listening = listening_ports()
+        if listening is None:
+            return None  # no /proc: the probes alone judge
         for index, port in enumerate(self.rest_ports):
-            try:
-                _, writer = await asyncio.wait_for(
-                    asyncio.open_connection("127.0.0.1", port), timeout
-                )
-            except (OSError, TimeoutError):
-                return f"model server instance {index} is not answering"
-            writer.transport.abort()
+            if port not in listening:
+                return f"model server instance {index} is not listening"
         return None
 
     def started(self) -> bool:
