@@ -201,9 +201,9 @@ class Settings:
     )
     """where handlers run; every worker is uvicorn's event loop: uvicorn (a handler moves from
     the worker's threads to the loop once 16 calls in a row were quick and did not wait, and
-    back for good when 3 calls within 32 hold the loop over 2 ms or one over 100 ms), gthread
-    (always on the threads), sync (one handler call at a time per worker), gevent (as uvicorn;
-    the AWS container's default)"""
+    back for good when 3 calls within 32 hold the loop over 2 ms by themselves or one over
+    100 ms), gthread (always on the threads), sync (one handler call at a time per worker),
+    gevent (as uvicorn; the AWS container's default)"""
     gunicorn_log_level: str = env(
         "SAGEMAKER_GUNICORN_LOGLEVEL", choice(GUNICORN_LOG_LEVELS), "info"
     )

@@ -7,7 +7,8 @@ moves; a thread lets other requests go on, for a hand-off of about 0.1 ms per ca
   QUICK_CPU_SECONDS of CPU and waited (on a socket, a file, a lock: time off the CPU) under
   QUICK_WAIT_SECONDS, it runs on the event loop: a handler that waits would hold up every
   request of the worker there, but not on a thread. LOOP_STRIKES calls within LOOP_WINDOW
-  that hold the loop longer than LOOP_HOLD_SECONDS, or one that holds it longer than
+  that hold the loop longer than LOOP_HOLD_SECONDS by themselves (using the CPU or waiting:
+  not when the OS only ran another process), or one that holds it longer than
   LOOP_STALL_SECONDS, send it back to the threads for good.
   `handler(data, context)` calls the model server itself: always threads.
 - Our own conversions run on the loop, or on a thread when the payload is large or they may
@@ -22,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import resource
 import time
 import weakref
 from collections.abc import Callable
@@ -36,9 +38,11 @@ INLINE_AFTER = 16
 QUICK_CPU_SECONDS = 0.001
 QUICK_WAIT_SECONDS = 0.00025
 LOOP_HOLD_SECONDS = 0.002
-# a call on the loop can also look slow because the OS or another thread took the CPU from it:
-# a handler goes back to the threads only after this many slow calls within a window of calls,
-# or after one call that stalls the loop
+# a call on the loop that held it longer counts against the handler when it used the CPU that
+# long or waited (a socket, a file, a lock, a sleep: a voluntary context switch), not when the
+# OS only gave the CPU to another process meanwhile (on a busy machine that happens to quick
+# handlers too); a handler goes back to the threads after this many such calls within a window
+# of calls, or after one call that stalls the loop, whatever held it
 LOOP_STRIKES, LOOP_WINDOW = 3, 32
 LOOP_STALL_SECONDS = 0.1
 
@@ -124,6 +128,7 @@ class Placement:
 
     def _on_loop_call(self, fn: Callable, record: _Record, args: tuple) -> Any:
         global _loop_call_started
+        usage = thread_usage()
         started = _loop_call_started = time.perf_counter()
         try:
             return fork_guard.call(fn, *args)
@@ -131,7 +136,8 @@ class Placement:
             _loop_call_started = None
             held = time.perf_counter() - started
             record.calls += 1
-            if held > LOOP_HOLD_SECONDS:
+            stalled = held > LOOP_STALL_SECONDS
+            if stalled or (held > LOOP_HOLD_SECONDS and _its_own(usage, thread_usage())):
                 record.strikes += 1
                 if record.strikes >= LOOP_STRIKES or held > LOOP_STALL_SECONDS:
                     record.on_loop, record.on_threads = False, True
@@ -152,6 +158,26 @@ class Placement:
         if record.quick >= INLINE_AFTER:
             record.on_loop = True
             log.info("%s runs on the event loop: %d quick calls in a row", _name(fn), record.quick)
+
+
+def thread_usage() -> tuple[float, int]:
+    """(CPU seconds, voluntary context switches) of this thread so far; (0, 0) where the
+    system does not tell."""
+    if _RUSAGE_THREAD is None:
+        return 0.0, 0
+    usage = resource.getrusage(_RUSAGE_THREAD)
+    return usage.ru_utime + usage.ru_stime, usage.ru_nvcsw
+
+
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+
+
+def _its_own(before: tuple[float, int], after: tuple[float, int]) -> bool:
+    """Whether a call that held the loop over LOOP_HOLD_SECONDS did so itself: it used the CPU
+    that long, or it waited; not only preempted. Without the thread's usage, every one counts."""
+    if _RUSAGE_THREAD is None:
+        return True
+    return after[0] - before[0] > LOOP_HOLD_SECONDS or after[1] > before[1]
 
 
 def _timed(fn: Callable, args: tuple) -> tuple[Any, BaseException | None, float, float]:

@@ -229,3 +229,27 @@ def test_our_conversions_run_on_a_thread_only_when_they_may_wait():
     loop_thread, here, there = asyncio.run(run())
     placement.close()
     assert here == loop_thread != there
+
+
+def test_a_quick_handler_the_os_preempted_stays_on_the_loop(monkeypatch):
+    """A call that held the loop only because the CPU went to another process (no CPU of its
+    own, no wait: what the thread's usage says) is no strike; a stall still is."""
+    monkeypatch.setattr(pl, "thread_usage", lambda: (0.0, 0))  # as if preempted throughout
+    handler = Handler()
+    placement = Placement("uvicorn", 2)
+
+    async def run() -> list[bool]:
+        where = []
+        for _ in range(pl.INLINE_AFTER):
+            await placement.handler(handler, b"x", None)
+        handler.pause = pl.LOOP_HOLD_SECONDS * 1.5
+        for _ in range(pl.LOOP_STRIKES * 2):
+            await placement.handler(handler, b"x", None)
+        where.append(placement.runs_on_loop(handler))
+        handler.pause = pl.LOOP_STALL_SECONDS * 1.2
+        await placement.handler(handler, b"x", None)
+        where.append(placement.runs_on_loop(handler))
+        return where
+
+    assert asyncio.run(run()) == [True, False]
+    placement.close()
