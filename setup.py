@@ -13,6 +13,7 @@ INSTALL_REQUIRES = [
     "numpy==2.4.6",
     "uvicorn==0.54.0",
     "httptools==0.9.0",
+    "h2==4.4.1",  # gRPC Predict of a large body as it arrives (tfs_client/grpc_stream.py)
     "uvicorn-worker==0.4.0",  # the Python service's gunicorn workers (event_loop_worker.py)
     "orjson==3.13.0",
     "prometheus-client==0.26.0",

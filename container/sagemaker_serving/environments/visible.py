@@ -32,6 +32,7 @@ SERVICE_DISTRIBUTIONS = (
     "uvicorn",
     "uvicorn-worker",
     "httptools",
+    "h2",
     "orjson",
     "prometheus-client",
     "psutil",

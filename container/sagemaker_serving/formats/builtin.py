@@ -67,6 +67,21 @@ class BuiltinFormats:
         self._records(decoded.records)
         return decoded
 
+    def streamed(self, head: bytes, context: Any) -> tensor_payloads.StreamedTensor | None:
+        """A large x-npy body that starts with `head`, as a tensor sent as it arrives; None
+        when it is read whole (tensors.streamed_npy)."""
+        metadata = self._metadata(context)
+        streamed = tensor_payloads.streamed_npy(
+            head,
+            context.content_length or 0,
+            signature_inputs(metadata),
+            signature_outputs(metadata),
+            context.method or "predict",
+        )
+        if streamed is not None:
+            self._records(streamed.records)
+        return streamed
+
     def request(self, data: Any, context: Any) -> bytes:
         """default_input_handler: the TF Serving REST request body for the payload."""
         request = self.decode(data, context, tensors=False)

@@ -22,7 +22,13 @@ from sagemaker_serving.formats.npy import npy_target
 from sagemaker_serving.formats.request import client_bytes
 from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tfexample import parse_examples, split_tfrecords
-from sagemaker_serving.tfs_client.wire import DTYPE_NAMES, numpy_dtype
+from sagemaker_serving.tfs_client.wire import (
+    DTYPE_NAMES,
+    TensorProto,
+    numpy_dtype,
+    tensor_dtype,
+    tensor_head,
+)
 
 
 @dataclass(frozen=True)
@@ -103,34 +109,97 @@ def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest 
         if array.dtype.kind not in "SU":
             return None
         return TensorRequest({name: _strings([_utf8(item) for item in array.flat])}, len(array))
-    enum = DTYPE_NAMES.get(spec.dtype)
-    if enum is None or array.dtype.kind not in "biuf":
+    if not _numbers_fit(array.dtype, spec):
         return None
-    if array.dtype != np.dtype(numpy_dtype(enum)):
-        return None  # JSON's number conversions (and their errors) stay on the REST path
     return TensorRequest({name: array}, len(array))
 
 
-def _npy_view(body: bytes) -> Any:
-    """A .npy body's array over the body's own bytes (np.load would copy them: an
-    asynchronous endpoint's body is up to 1 GiB); np.load's for anything but a plain array."""
+def _numbers_fit(dtype: np.dtype, spec: InputSpec) -> bool:
+    """Numbers of `dtype` are the input's own (JSON's conversions, and their errors, stay on
+    the REST path)."""
+    enum = DTYPE_NAMES.get(spec.dtype)
+    if enum is None or dtype.kind not in "biuf":
+        return False
+    return dtype == np.dtype(numpy_dtype(enum))
+
+
+@dataclass(frozen=True)
+class StreamedTensor:
+    """A large .npy body's array, sent to the model server as its bytes arrive
+    (tfs_client/grpc_stream.py): the input it feeds, its TensorProto without the values, and
+    where in the body its `size` bytes of values start."""
+
+    name: str
+    tensor: Any
+    offset: int
+    size: int
+    records: int
+
+
+NPY_HEAD = 16 * 1024  # bytes that hold any .npy header numpy reads (at most 10,000 and 12)
+
+
+def streamed_npy(
+    head: bytes,
+    length: int,
+    inputs: Mapping[str, InputSpec],
+    outputs: Mapping[str, InputSpec],
+    method: str,
+) -> StreamedTensor | None:
+    """A .npy body of `length` bytes that starts with `head`, as a tensor to stream: a plain
+    little-endian array of the input's own numbers, in C order; None for any other, which is
+    read whole and answered as every body is."""
+    if method != "predict" or not inputs or not _row_format_possible(outputs):
+        return None
+    header = _npy_header(head)
+    if header is None:
+        return None
+    shape, fortran, dtype, offset = header
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if fortran or length - offset != size:
+        return None
+    name = npy_target(np.empty((0,) * len(shape), dtype), inputs)
+    if not _numbers_fit(dtype, inputs[name]):
+        return None
+    shape = shape or (1,)  # a 0-d array is one instance
+    tensor = tensor_head(shape, tensor_dtype(dtype), TensorProto())
+    return StreamedTensor(name, tensor, offset, size, shape[0])
+
+
+def _npy_header(body: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int] | None:
+    """A plain .npy array's shape, order, dtype and where its values start; None for a body
+    numpy must read (an .npz archive, a pickled or structured array, a malformed header)."""
+    if body[:6] != b"\x93NUMPY" or body[6:7] not in (b"\x01", b"\x02"):
+        return None
     stream = io.BytesIO(body)  # shares body
-    if body[:6] == b"\x93NUMPY" and body[6:7] in (b"\x01", b"\x02"):
+    try:
         version = np.lib.format.read_magic(stream)
         read_header = np.lib.format.read_array_header_1_0
         if version != (1, 0):
             read_header = np.lib.format.read_array_header_2_0
         shape, fortran, dtype = read_header(stream)
+    except Exception:
+        return None
+    if dtype.hasobject or dtype.names:
+        return None
+    return shape, fortran, dtype, stream.tell()
+
+
+def _npy_view(body: bytes) -> Any:
+    """A .npy body's array over the body's own bytes (np.load would copy them: an
+    asynchronous endpoint's body is up to 1 GiB); np.load's for anything but a plain array."""
+    header = _npy_header(body)
+    if header is not None:
+        shape, fortran, dtype, offset = header
         count = int(np.prod(shape, dtype=np.int64))
-        if not dtype.hasobject and len(body) - stream.tell() == count * dtype.itemsize:
-            flat = np.frombuffer(body, dtype, count, stream.tell())
+        if len(body) - offset == count * dtype.itemsize:
+            flat = np.frombuffer(body, dtype, count, offset)
             return flat.reshape(shape, order="F" if fortran else "C")
-        stream.seek(0)
-    return np.load(stream, allow_pickle=False)
+    return np.load(io.BytesIO(body), allow_pickle=False)
 
 
 def _utf8(item: Any) -> bytes:
     return item.encode() if isinstance(item, str) else bytes(item)
 
 
-__all__ = ["TensorRequest", "tensor_request"]
+__all__ = ["NPY_HEAD", "StreamedTensor", "TensorRequest", "streamed_npy", "tensor_request"]

@@ -3,7 +3,6 @@ Context and deadline, the pipeline (pipeline.py), then the answer or the error w
 
 from __future__ import annotations
 
-import io
 import json
 import time
 import uuid
@@ -53,18 +52,6 @@ def write_answer(resp: Response, body: bytes | bytearray) -> None:
 async def _pieces(view: memoryview) -> AsyncIterator[bytes]:
     for start in range(0, len(view), ANSWER_PIECE):
         yield bytes(view[start : start + ANSWER_PIECE])
-
-
-async def read_body(req: Request) -> io.BytesIO:
-    """The request's body, chunk by chunk into one buffer: a 1 GiB body is held once, not as
-    its chunks and their join (getvalue trims the buffer to the body, so a read of it all is
-    that buffer, not a copy)."""
-    data = io.BytesIO()
-    async for chunk in req.stream:
-        data.write(chunk)
-    data.getvalue()
-    data.seek(0)
-    return data
 
 
 class Invocations:
@@ -117,10 +104,9 @@ class Invocations:
             if model_name is not None:
                 route = replace(route, model=model_name, model_given=model_name)
             context = self._context(req, route, request_id, deadline)
-            data = await read_body(req)
             # A handler that overruns the deadline is answered 504 (JSON) by nginx at its
             # proxy timeout; its thread (or the event loop) is never interrupted.
-            answer = await self.pipeline.run(handlers, data, context)
+            answer = await self.pipeline.run_body(handlers, req.stream, context)
             if time.monotonic() > deadline + 0.5:
                 raise StatusError(
                     f"The request did not finish within {self.config.request_timeout_seconds:g}s",

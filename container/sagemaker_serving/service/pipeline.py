@@ -20,14 +20,19 @@ import io
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
-from sagemaker_serving.config.body_formats import DEFAULT_TYPE, JSON_LINES_NAMES, JSON_LINES_TYPES
+from sagemaker_serving.config.body_formats import (
+    DEFAULT_TYPE,
+    JSON_LINES_NAMES,
+    JSON_LINES_TYPES,
+    NPY,
+)
 from sagemaker_serving.environments.messages import make_response
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.builtin import LARGE_PAYLOAD, BuiltinFormats
 from sagemaker_serving.formats.json_bodies import json_lines_groups
 from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest
-from sagemaker_serving.formats.tensors import TensorRequest
+from sagemaker_serving.formats.tensors import NPY_HEAD, StreamedTensor, TensorRequest
 from sagemaker_serving.service import streaming
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
@@ -41,6 +46,7 @@ from sagemaker_serving.user_code.loading import HandlerProcesses, Handlers
 from tfs_rest_json.model_version import is_model_version
 
 STREAM_RECORDS = 32  # JSON Lines records per model server request of a streamed answer
+STREAMED_BODY = 8 * 1024 * 1024  # a larger x-npy body goes on to the model server as it comes
 
 
 class Answer(NamedTuple):
@@ -72,6 +78,19 @@ def made(body: Any, content_type: str | None, context: Context, model_status: in
         content_type = concrete_type(context.accept_header)
     failed = isinstance(model_status, int) and 400 <= model_status <= 599
     return Answer(body, content_type, model_status if failed else 200)
+
+
+async def read_body(stream: Any, head: bytes = b"") -> io.BytesIO:
+    """The request's body (`head`, then the rest of falcon's request stream), chunk by chunk
+    into one buffer: a 1 GiB body is held once, not as its chunks and their join (getvalue
+    trims the buffer to the body, so a read of it all is that buffer, not a copy)."""
+    data = io.BytesIO(head)
+    data.seek(0, io.SEEK_END)
+    async for chunk in stream:
+        data.write(chunk)
+    data.getvalue()
+    data.seek(0)
+    return data
 
 
 class Pipeline:
@@ -122,6 +141,47 @@ class Pipeline:
                 body, content_type = contract.answer(result, handlers.output_handler, streams=True)
                 return made(body, content_type, context, response.status_code)
             return await self._builtin_answer(response, context)
+
+    async def run_body(self, handlers: Handlers, body: Any, context: Context) -> Answer:
+        """The request with its body as it arrives (`body`, falcon's request stream): a large
+        x-npy body without user code goes on to the model server as it comes, never held
+        whole here (an asynchronous endpoint's, up to 1 GiB); any other is first read whole."""
+        head = b""
+        if (
+            _no_code(handlers)
+            and media_type(context.request_content_type) == NPY
+            and (context.content_length or 0) > STREAMED_BODY
+        ):
+            head = await body.read(NPY_HEAD)
+            streamed = await self.placement.ours(True, self.formats.streamed, head, context)
+            if streamed is not None:
+                return await self._streamed_predict(streamed, head, body, context)
+        return await self.run(handlers, await read_body(body, head), context)
+
+    async def _streamed_predict(
+        self, streamed: StreamedTensor, head: bytes, body: Any, context: Context
+    ) -> Answer:
+        async def values() -> AsyncIterator[bytes]:
+            yield head[streamed.offset :]
+            async for chunk in body:
+                yield chunk
+
+        wire = tfs_wire.predict_head(
+            context.model_name or context.default_model_name,
+            _version(context),
+            streamed.name,
+            streamed.tensor,
+            streamed.size,
+        )
+        with self.metrics.stage("model_server"):
+            reply = await self.client.stream.predict(
+                context.grpc_port, wire, values(), streamed.size, context.deadline
+            )
+        with self.metrics.stage("output_handler"):
+            outputs = tfs_wire.predict_outputs(reply)
+            return Answer(
+                *await self.placement.thread(self.formats.tensor_answer, outputs, context)
+            )
 
     async def _records_streamed(self, body: bytes, context: Context) -> AsyncIterator[bytes]:
         """A JSON Lines body's answer lines, STREAM_RECORDS records at a time, each group's
@@ -191,12 +251,26 @@ class Pipeline:
 
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
-        version = int(context.model_version) if context.model_version else None
-        if version is not None and not is_model_version(version):
-            raise StatusError(f"tfs-model-version {version} is out of range", 400)
         wire = tfs_wire.predict_request(
-            context.model_name or context.default_model_name, version, None, request.inputs
+            context.model_name or context.default_model_name,
+            _version(context),
+            None,
+            request.inputs,
         )
         request.inputs.clear()  # the body they are views of goes: the serialized request is all
         index = self.client.grpc_ports.index(context.grpc_port)
         return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))
+
+
+def _no_code(handlers: Handlers) -> bool:
+    """No user function at all: the built-in formats do every step."""
+    functions = (handlers.handler, handlers.input_handler, handlers.output_handler)
+    return handlers.remote is None and functions == (None, None, None)
+
+
+def _version(context: Context) -> int | None:
+    """The version a request names (tfs-model-version), checked as TF Serving's gRPC takes it."""
+    version = int(context.model_version) if context.model_version else None
+    if version is not None and not is_model_version(version):
+        raise StatusError(f"tfs-model-version {version} is out of range", 400)
+    return version

@@ -89,8 +89,7 @@ class GrpcClient:
         status = ReloadConfigResponse.FromString(answer).status
         if not status.error_code:
             return None
-        name = next((c.name for c in grpc.StatusCode if c.value[0] == status.error_code), "UNKNOWN")
-        return ConfigRefused(name, status.error_message)
+        return ConfigRefused(code_name(status.error_code), status.error_message)
 
 
 def _call(call: Any, request: bytes, deadline: float, too_late: str, raw: bool = False) -> bytes:
@@ -110,13 +109,26 @@ def _call(call: Any, request: bytes, deadline: float, too_late: str, raw: bool =
 
 
 def grpc_error(exc: Any) -> ModelServerError:
-    """A grpc.RpcError as ModelServerError: TF Serving's REST status for its code, its text."""
+    """A grpc.RpcError as ModelServerError (status_error)."""
     code = exc.code()
-    name = code.name if code is not None else "UNKNOWN"
-    details = exc.details() or name
+    return status_error(code.name if code is not None else "UNKNOWN", exc.details() or "")
+
+
+def status_error(code: int | str, details: str) -> ModelServerError:
+    """A failed call's gRPC status (its code or the code's name) as ModelServerError: TF
+    Serving's REST status for the code, and its text."""
+    name = code if isinstance(code, str) else code_name(code)
+    details = details or name
     if name == "UNAVAILABLE":  # the details name internal addresses: the log has them
         log.warning("the model server is unavailable: %s", details)
         return ModelServerUnavailable(UNAVAILABLE)
     if name == "DEADLINE_EXCEEDED":
         return ModelServerTimeout("The model server did not answer before the request deadline")
     return ModelServerError(details, http_status(name))
+
+
+def code_name(number: int) -> str:
+    """A gRPC status code's name ('NOT_FOUND' for 5)."""
+    import grpc
+
+    return next((c.name for c in grpc.StatusCode if c.value[0] == number), "UNKNOWN")

@@ -209,20 +209,31 @@ def tensor_proto(array: np.ndarray, out: Any) -> memoryview | None:
     tensor_content, returned (little-endian, contiguous) for the caller to write after `out`'s
     other fields (protobuf takes fields in any order), so they are copied once, not three
     times (an asynchronous endpoint's tensor is up to 1 GiB)."""
-    for size in array.shape:
-        out.tensor_shape.dim.add(size=size)
     if array.dtype.kind in "OSU":
-        out.dtype = DT_STRING
+        tensor_head(array.shape, DT_STRING, out)
         out.string_val.extend(
             item.encode() if isinstance(item, str) else bytes(item) for item in array.flat
         )
         return None
-    enum = _ENUMS.get(array.dtype.newbyteorder("="))
-    if enum is None:
-        raise UnsupportedTensor(f"numpy dtype {array.dtype} has no TensorFlow DataType here")
-    out.dtype = enum
+    tensor_head(array.shape, tensor_dtype(array.dtype), out)
     content = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     return content.reshape(-1).view(np.uint8).data
+
+
+def tensor_dtype(dtype: np.dtype) -> int:
+    """The DataType enum value of a numeric numpy dtype (either byte order)."""
+    enum = _ENUMS.get(dtype.newbyteorder("="))
+    if enum is None:
+        raise UnsupportedTensor(f"numpy dtype {dtype} has no TensorFlow DataType here")
+    return enum
+
+
+def tensor_head(shape: tuple[int, ...], enum: int, out: Any) -> Any:
+    """TensorProto `out` with its dtype and shape (its values are written after it)."""
+    for size in shape:
+        out.tensor_shape.dim.add(size=size)
+    out.dtype = enum
+    return out
 
 
 def _length_delimited(number: int, size: int) -> bytes:
@@ -274,24 +285,47 @@ def predict_request(
     inputs: Mapping[str, np.ndarray],
 ) -> bytes:
     """A serialized PredictRequest."""
+    pieces: list[bytes | memoryview] = [_request_spec(model, version, signature)]
+    for name, array in inputs.items():
+        tensor = TensorProto()
+        content = tensor_proto(array, tensor)
+        size = len(content) if content is not None else 0
+        pieces += _input_entry(name, tensor, size)
+        if size:
+            pieces.append(content)  # type: ignore[arg-type]
+    return b"".join(pieces)
+
+
+def predict_head(
+    model: str, version: int | None, name: str, tensor: Any, content_size: int
+) -> bytes:
+    """A serialized PredictRequest of one input, `tensor`, up to its tensor_content: the
+    `content_size` bytes of that follow it (they are sent as they arrive: grpc_stream.py)."""
+    return b"".join(
+        [_request_spec(model, version, None), *_input_entry(name, tensor, content_size)]
+    )
+
+
+def _request_spec(model: str, version: int | None, signature: str | None) -> bytes:
     request = PredictRequest()
     request.model_spec.name = model
     if version is not None:
         request.model_spec.version.value = version
     if signature:
         request.model_spec.signature_name = signature
-    pieces: list[bytes | memoryview] = [request.SerializeToString()]
-    for name, array in inputs.items():  # each a map entry: key (1), value (2), in field 2
-        tensor = TensorProto()
-        content = tensor_proto(array, tensor)
-        value = [tensor.SerializeToString()]
-        if content is not None and len(content):
-            value += [_length_delimited(4, len(content)), content]
-        key = name.encode()
-        entry = [_length_delimited(1, len(key)), key]
-        entry += [_length_delimited(2, sum(map(len, value))), *value]
-        pieces += [_length_delimited(2, sum(map(len, entry))), *entry]
-    return b"".join(pieces)
+    return request.SerializeToString()
+
+
+def _input_entry(name: str, tensor: Any, content_size: int) -> list[bytes]:
+    """An inputs map entry (key 1, value 2, in field 2) up to the value's tensor_content (4)
+    of `content_size` bytes, which the caller writes after it."""
+    value = [tensor.SerializeToString()]
+    if content_size:
+        value.append(_length_delimited(4, content_size))
+    key = name.encode()
+    entry = [_length_delimited(1, len(key)), key]
+    entry += [_length_delimited(2, sum(map(len, value)) + content_size), *value]
+    return [_length_delimited(2, sum(map(len, entry)) + content_size), *entry]
 
 
 def predict_outputs(data: bytes) -> dict[str, np.ndarray]:

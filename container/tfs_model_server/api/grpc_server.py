@@ -7,9 +7,9 @@ from concurrent import futures
 from typing import Any
 
 import grpc
-from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+from tensorflow_serving.apis import model_service_pb2_grpc
 
-from tfs_model_server.api import grpc_health, grpc_profiler
+from tfs_model_server.api import grpc_health, grpc_profiler, prediction_service
 from tfs_model_server.api.model_service import ModelService, ReloadFn
 from tfs_model_server.api.prediction_service import PredictionService
 from tfs_model_server.core.dataplane import DataPlane
@@ -42,9 +42,7 @@ def start_grpc_server(
         options=options,
         maximum_concurrent_rpcs=None,
     )
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-        PredictionService(plane), server
-    )
+    prediction_service.add_to_server(PredictionService(plane), server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(
         ModelService(plane, reload_config), server
     )

@@ -17,6 +17,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from tfs_model_server.api import predict_wire
 from tfs_model_server.api.grpc_calls import Calls, deadline, requested_spec
 from tfs_model_server.core import servable as sv
 from tfs_model_server.core.dataplane import InferenceResult, ModelRef, model_spec
@@ -46,11 +47,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, C
     """Predict, Classify, Regress, MultiInference and GetModelMetadata."""
 
     def Predict(
-        self, request: predict_pb2.PredictRequest, context: grpc.ServicerContext
+        self, read: predict_wire.ReadPredict, context: grpc.ServicerContext
     ) -> predict_pb2.PredictResponse:
+        """Predict, its request read by predict_wire (add_to_server)."""
+        request = read.message
+
         def run() -> predict_pb2.PredictResponse:
             ref = ModelRef.from_spec(requested_spec(request))
-            inputs = {k: to_ndarray(v, k) for k, v in request.inputs.items()}
+            inputs = {k: to_ndarray(v, k, read.contents.get(k)) for k, v in request.inputs.items()}
             result = self.plane.predict(
                 ref,
                 inputs,
@@ -119,3 +123,18 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer, C
         return self.call_for_model(
             "get_model_metadata", request, context, lambda ref: self.plane.metadata(ref, fields)
         )
+
+
+def add_to_server(service: PredictionService, server: grpc.Server) -> None:
+    """The service on `server`, Predict's requests read by predict_wire (the first handler
+    that knows a method answers it)."""
+    predict = grpc.unary_unary_rpc_method_handler(
+        service.Predict,
+        request_deserializer=predict_wire.read,
+        response_serializer=predict_pb2.PredictResponse.SerializeToString,
+    )
+    name = "tensorflow.serving.PredictionService"
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(name, {"Predict": predict}),)
+    )
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(service, server)

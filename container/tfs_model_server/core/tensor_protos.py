@@ -29,9 +29,20 @@ _FIELD_BY_DTYPE = {
 }
 
 
-def to_ndarray(proto: tensor_pb2.TensorProto, alias: str = "") -> np.ndarray:
-    """Decode a request tensor; malformed protos are INVALID_ARGUMENT 'tensor parsing error'."""
+def to_ndarray(
+    proto: tensor_pb2.TensorProto, alias: str = "", content: memoryview | None = None
+) -> np.ndarray:
+    """Decode a request tensor, whose tensor_content is `content` when it was read apart
+    (api/predict_wire.py: numbers are then read in place, not copied); malformed protos are
+    INVALID_ARGUMENT 'tensor parsing error'."""
     try:
+        if content is not None:
+            dtype = np.dtype(tf_runtime.as_dtype(proto.dtype).as_numpy_dtype)
+            if dtype.hasobject:
+                proto.tensor_content = bytes(content)
+            else:
+                shape = [dim.size for dim in proto.tensor_shape.dim]
+                return np.frombuffer(content, dtype=dtype).reshape(shape)
         return tf_runtime.make_ndarray(proto)
     except Exception as exc:
         raise invalid_argument(f"tensor parsing error: {alias}") from exc

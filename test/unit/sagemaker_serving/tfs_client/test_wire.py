@@ -84,6 +84,18 @@ def test_several_inputs_of_every_layout_parse_as_tensorflow_reads_them():
         np.testing.assert_array_equal(tf.make_ndarray(request.inputs[name]), array)
 
 
+@pytest.mark.parametrize("shape", [(3, 4), (200, 300), (0, 5)])
+def test_a_request_s_head_and_then_its_values_are_the_whole_request(shape):
+    """A streamed request (grpc_stream.py): its head, then the body's values as they come."""
+    array = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    tensor = tfs_wire.tensor_head(array.shape, 1, tfs_wire.TensorProto())
+    head = tfs_wire.predict_head("m", 7, "x", tensor, array.nbytes)
+    whole = tfs_wire.predict_request("m", 7, None, {"x": array})
+    assert head + array.tobytes() == whole
+    request = predict_pb2.PredictRequest.FromString(whole)
+    np.testing.assert_array_equal(tf.make_ndarray(request.inputs["x"]), array)
+
+
 def test_strings_and_value_fields_with_tensorflows_repeat_rule():
     response = predict_pb2.PredictResponse()
     response.outputs["s"].CopyFrom(tf.make_tensor_proto([b"a", b"\xff\x00"]))
