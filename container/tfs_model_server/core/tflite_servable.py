@@ -149,8 +149,13 @@ class TfLiteServable(Servable):
             self._pool.put(worker)
 
     def _check_types(self, signature: Signature, inputs: Mapping[str, np.ndarray]) -> None:
+        """Session::Run's check of each feed's type (and TfLiteSession::Run's of its name; the
+        data plane has refused unknown inputs before, with TF Serving's text)."""
         for i, (alias, value) in enumerate(inputs.items()):
-            expected = signature.inputs[alias].dtype
+            spec = signature.inputs.get(alias)
+            if spec is None:
+                raise invalid_argument(f"Missing input TFLite tensor: {alias}")
+            expected = spec.dtype
             given = datatype(np.asarray(value).dtype)
             if given != expected:
                 raise invalid_argument(
