@@ -174,3 +174,16 @@ def test_tf_servings_tflite_models(model: str, input_tensor: str) -> None:
         assert lite.run(signature, {"x": np.array([2.0], np.float32)}, ["y"])["y"].tolist() == [3.0]
         batch = lite.run(signature, {"x": np.array([[2.0], [4.0]], np.float32)}, ["y"])
         assert batch["y"].tolist() == [[3.0], [4.0]]
+
+
+def test_xnnpack_and_more_threads_give_the_same_answers(
+    version_dir: Path, both: tuple[TfLiteServable, Servable]
+) -> None:
+    """--enable_tflite_xnnpack_delegate and --tflite_num_threads change how, not what."""
+    options = TfLiteOptions(prefer=True, xnnpack=True, num_threads=2)
+    m = np.linspace(-3, 3, 64, dtype=np.float32).reshape(32, 2)
+    want = both[1].run(both[1].signature("double"), {"m": m}, ["z", "s"])
+    with contextlib.closing(TfLiteServable("m", 1, version_dir, options)) as fast:
+        got = fast.run(fast.signature("double"), {"m": m}, ["z", "s"])
+    for alias in ("z", "s"):
+        np.testing.assert_allclose(got[alias], want[alias], rtol=1e-6)
