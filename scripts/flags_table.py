@@ -18,6 +18,7 @@ IGNORED_MARK = "accepted, ignored here"
 CPU_DEPENDENT = {
     "rest_api_num_threads": ("4 x CPUs", 4 * (os.cpu_count() or 1)),
     "grpc_max_threads": ("4 x CPUs", 4 * (os.cpu_count() or 1)),
+    "num_tflite_pools": ("CPUs", os.cpu_count() or 1),
 }
 
 

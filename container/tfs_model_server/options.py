@@ -48,6 +48,13 @@ class ServerOptions:
     enable_profiler: bool = True
     mixed_precision: str = ""
     saved_model_tags: str = "serve"
+    # TFLite models (core/tflite_servable.py); tflite_num_threads and
+    # enable_tflite_xnnpack_delegate are ours, use_tflite_model TF Serving's older flag.
+    prefer_tflite_model: bool = False
+    use_tflite_model: bool = False
+    num_tflite_pools: int = _CPUS
+    tflite_num_threads: int = 1
+    enable_tflite_xnnpack_delegate: bool = False
     grpc_channel_arguments: str = ""
     grpc_max_threads: int = 4 * _CPUS
     enable_model_warmup: bool = True

@@ -29,6 +29,7 @@ from tfs_model_server.core.dataplane import DataPlane
 from tfs_model_server.core.manager import ModelConfig, ModelManager
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.core.session_options import session_config
+from tfs_model_server.core.tflite_servable import TfLiteOptions, TfLiteServable
 from tfs_model_server.core.warmup import run_warmup
 from tfs_model_server.errors import Code, ServingError, code_of, not_found
 from tfs_model_server.metrics import ServingMetrics
@@ -82,6 +83,17 @@ def model_batching(version_path: Path, shared: BatchingOptions) -> BatchingOptio
     return options_from(params, QUEUE_FIELDS, **threads)
 
 
+def tflite_options(options: ServerOptions) -> TfLiteOptions:
+    """Which versions are served from their model.tflite, and how (the TFLite flags)."""
+    return TfLiteOptions(
+        prefer=options.prefer_tflite_model,
+        require=options.use_tflite_model,
+        pools=options.num_tflite_pools,
+        num_threads=options.tflite_num_threads,
+        xnnpack=options.enable_tflite_xnnpack_delegate,
+    )
+
+
 def initial_configs(options: ServerOptions) -> list[ModelConfig]:
     """The model_config_list from --model_config_file, or one model from --model_base_path."""
     if options.model_config_file:
@@ -107,6 +119,7 @@ class ModelServer:
             SharedBatchScheduler(batching_options(options)) if options.enable_batching else None
         )
         self.tags = [t.strip() for t in options.saved_model_tags.split(",") if t.strip()]
+        self.tflite = tflite_options(options)
         self.manager = ModelManager(
             self._load,
             poll_wait_seconds=options.file_system_poll_wait_seconds,
@@ -147,14 +160,18 @@ class ModelServer:
         shared = self.scheduler.options if self.scheduler is not None and per_model else None
         try:  # a version's own batching file is read first: a bad one fails the load
             own = model_batching(path, shared) if shared is not None else None
-            servable = Servable(
-                name,
-                version,
-                path,
-                tags=self.tags,
-                config=self.session_config,
-                timeout_ms=self.options.rest_api_timeout_in_ms,
-            )
+            servable: Servable
+            if self.tflite.serves(path):
+                servable = TfLiteServable(name, version, path, self.tflite)
+            else:
+                servable = Servable(
+                    name,
+                    version,
+                    path,
+                    tags=self.tags,
+                    config=self.session_config,
+                    timeout_ms=self.options.rest_api_timeout_in_ms,
+                )
         except Exception as exc:
             self.metrics.load_attempt_count.inc(str(path), "fail")
             if isinstance(exc, ServingError):

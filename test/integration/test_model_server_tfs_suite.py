@@ -26,9 +26,7 @@ Differences of the test environment, not of behaviour:
   the same restore op): test_distrat_sequential_keras_saved_model_save exports the model with
   Keras 3's model.export, its SavedModel export for TF Serving.
 
-Not ported (26 of the 30 tests are):
-- testPredictOnTfLite, testPredictWithSignatureDefOnTfLite: our server does not serve
-  model.tflite (--prefer_tflite_model), and the TF Lite models are not in the testdata here;
+Not ported (28 of the 30 tests are):
 - test_tf_text: needs tensorflow_text, and its tf_text_regression model is missing from the
   TF Serving snapshot;
 - test_profiler_service_with_valid_trace_request: covered by
@@ -66,6 +64,8 @@ from tfs_testdata_dir import TESTDATA
 HALF_PLUS_TWO = TESTDATA / "saved_model_half_plus_two_cpu"  # _GetSavedModelBundlePath
 HALF_PLUS_TWO_TF2 = TESTDATA / "saved_model_half_plus_two_tf2_cpu"
 HALF_PLUS_THREE = TESTDATA / "saved_model_half_plus_three"
+TFLITE = TESTDATA / "saved_model_half_plus_two_tflite"  # _GetTfLiteModelPath
+TFLITE_WITH_SIGDEF = TESTDATA / "saved_model_half_plus_two_tflite_with_sigdef"
 RPC_TIMEOUT = 20.0
 HTTP_REST_TIMEOUT_MS = 5000
 DEFAULT_SIGNATURE = "serving_default"
@@ -82,6 +82,7 @@ def run_server_args(
     monitoring_config_file: Path | None = None,
     grpc_channel_arguments: str = "",
     model_config_file_poll_period: int | None = None,
+    model_type: str = "tf",
 ) -> list[str]:
     """RunServer's flags after --port and --rest_api_port."""
     args = [
@@ -94,6 +95,8 @@ def run_server_args(
         args += [f"--model_name={model_name}", f"--model_base_path={model_path}"]
     else:
         raise ValueError("Both model_config_file and model_path cannot be empty!")
+    if model_type == "tflite":
+        args.append("--prefer_tflite_model=true")
     if monitoring_config_file:
         args.append(f"--monitoring_config_file={monitoring_config_file}")
     if model_config_file_poll_period is not None:
@@ -317,6 +320,22 @@ def test_multi_inference(model) -> None:
 
 def test_predict_saved_model(default_server) -> None:
     check_predict(default_server.grpc_target, HALF_PLUS_TWO)
+
+
+@pytest.mark.parametrize("model_path", [TFLITE, TFLITE_WITH_SIGDEF], ids=["plain", "sigdef"])
+def test_predict_on_tflite(tmp_path, model_path) -> None:
+    """testPredictOnTfLite, testPredictWithSignatureDefOnTfLite: x [1] into the [1, 1] input
+    of a TF1 conversion, through the generated serving_default (plain) or the one in the
+    model's signature_defs_metadata (sigdef: input x is tensor "tflite_input")."""
+    with run_server(
+        tmp_path, model_name="default", model_path=model_path, model_type="tflite"
+    ) as server:
+        verify_predict_request(
+            server.grpc_target,
+            expected_output=3.0,
+            specify_output=False,
+            expected_version=model_version(TFLITE),
+        )
 
 
 def test_predict_uds(default_server) -> None:

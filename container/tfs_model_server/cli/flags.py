@@ -23,16 +23,11 @@ IGNORED_FLAGS: dict[str, Any] = {
     "flush_filesystem_caches": True,
     "platform_config_file": "",
     "remove_unused_fields_from_bundle_metagraph": True,
-    "prefer_tflite_model": False,
-    "num_tflite_pools": 1,
     "num_tflite_interpreters_per_pool": 1,
-    "tflite_num_threads": 1,
     "xla_cpu_compilation_enabled": False,
     "xla_gpu_compilation_enabled": False,
     "skip_initialize_tpu": False,
     "thread_pool_factory_config_file": "",
-    "enable_tflite_xnnpack_delegate": False,
-    "use_tflite_model": False,
     "grpc_health_check_period_ms": 0,
 }
 
@@ -72,6 +67,11 @@ FLAG_HELP: dict[str, str] = {
     "enable_profiler": "TensorFlow's profiler service on the gRPC port",
     "mixed_precision": "bfloat16: oneDNN's bfloat16 auto mixed precision (where the CPU has it)",
     "saved_model_tags": "comma-separated MetaGraph tags to load",
+    "prefer_tflite_model": "serve a version's model.tflite when it has one (else its SavedModel)",
+    "use_tflite_model": "TF Serving's older flag: serve model.tflite; a version without fails",
+    "num_tflite_pools": "TFLite interpreters per model version (concurrent runs; at least 1)",
+    "tflite_num_threads": "threads of each TFLite interpreter (ours; TF Serving uses 1)",
+    "enable_tflite_xnnpack_delegate": "TFLite's XNNPACK delegate on each interpreter (ours)",
     "grpc_channel_arguments": "gRPC server arguments, key=value,...",
     "grpc_max_threads": "gRPC worker threads",
     "enable_model_warmup": "replay assets.extra/tf_serving_warmup_requests when a version loads",
@@ -82,18 +82,15 @@ FLAG_HELP: dict[str, str] = {
     "bind_address": "address both servers bind (ours; tensorflow_model_server binds all)",
     # accepted so that command lines written for tensorflow_model_server run unchanged
     "flush_filesystem_caches": "accepted, ignored here: nothing to flush",
-    "platform_config_file": "accepted, ignored here: TensorFlow SavedModels only",
+    "platform_config_file": "accepted, ignored here: TensorFlow models only",
     "remove_unused_fields_from_bundle_metagraph": "accepted, ignored here",
-    "prefer_tflite_model": "accepted, ignored here: no TFLite models",
-    "num_tflite_pools": "accepted, ignored here: no TFLite models",
-    "num_tflite_interpreters_per_pool": "accepted, ignored here: no TFLite models",
-    "tflite_num_threads": "accepted, ignored here: no TFLite models",
+    "num_tflite_interpreters_per_pool": (
+        "accepted, ignored here: TF Serving's batching inside a TFLite session (same answers)"
+    ),
     "xla_cpu_compilation_enabled": "accepted, ignored here: no XLA compilation",
     "xla_gpu_compilation_enabled": "accepted, ignored here: no XLA compilation",
     "skip_initialize_tpu": "accepted, ignored here: no TPUs",
     "thread_pool_factory_config_file": "accepted, ignored here: TensorFlow's own thread pools",
-    "enable_tflite_xnnpack_delegate": "accepted, ignored here: no TFLite models",
-    "use_tflite_model": "accepted, ignored here: no TFLite models",
     "grpc_health_check_period_ms": "accepted, ignored here",
 }
 
@@ -213,6 +210,11 @@ def validate(options: ServerOptions) -> None:
     for name in ("rest_api_num_threads", "grpc_max_threads"):
         if getattr(options, name) <= 0:
             raise FlagError(f"Illegal value for flag --{name}: must be positive")
+    if options.tflite_num_threads < -1:
+        raise FlagError(
+            f"Illegal value for flag --tflite_num_threads: {options.tflite_num_threads} "
+            "(-1: TFLite chooses)"
+        )
     for name in ("num_load_threads", "num_unload_threads"):
         if getattr(options, name) < 0:
             raise FlagError(f"Illegal value for flag --{name}: must not be negative")

@@ -24,6 +24,7 @@ from .multi_io import multi_io
 from .registry import MODELS, build_models, ensure_built
 from .slow import SLOW_MODEL_EXAMPLE_INPUTS, SLOW_MODEL_ITERATIONS, slow_model
 from .string_input import example_input, string_input
+from .tflite import half_plus_three_tflite
 from .variable_length import variable_length
 from .warmup import WARMUP_DIR, WARMUP_FILENAME, predict_log, write_warmup_requests
 
@@ -49,6 +50,7 @@ __all__ = [
     "ensure_built",
     "example_input",
     "half_plus_three_tf1",
+    "half_plus_three_tflite",
     "half_plus_two_tf1",
     "half_plus_two_tf2",
     "keras_export",

@@ -27,8 +27,8 @@ def test_values_in_both_forms_and_booleans() -> None:
 
 
 def test_flags_that_change_nothing_here_are_kept_aside() -> None:
-    options = flags.parse(["--num_tflite_pools=4", "--model_base_path=/m"])
-    assert options.ignored == {"num_tflite_pools": 4}
+    options = flags.parse(["--num_tflite_interpreters_per_pool=4", "--model_base_path=/m"])
+    assert options.ignored == {"num_tflite_interpreters_per_pool": 4}
     flags.validate(options)
 
 
