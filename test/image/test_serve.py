@@ -240,3 +240,23 @@ def test_build_secrets_left_nothing_in_the_image(fast_path):
             user="0",  # every file, /etc/shadow too
         )  # fmt: skip
         assert code == 1 and found == "", found
+
+
+
+def test_a_tflite_model_is_served_with_the_model_server_s_flag(engine, image, tmp_path):
+    """SAGEMAKER_TFS_MODEL_SERVER_FLAGS=--prefer_tflite_model=true: the version's model.tflite
+    answers, not the SavedModel beside it (half_plus_three's TFLite model beside
+    half_plus_two's SavedModel tells which one did)."""
+    import shutil
+
+    import example_models as em
+
+    em.half_plus_three_tflite(tmp_path / "tflite" / "m")
+    em.half_plus_two_tf2(tmp_path / "model" / "m")
+    shutil.copy(tmp_path / "tflite/m/1/model.tflite", tmp_path / "model/m/1/model.tflite")
+    env = {"SAGEMAKER_TFS_MODEL_SERVER_FLAGS": "--prefer_tflite_model=true"}
+    body = {"instances": [1.0, 2.0, 5.0]}
+    for flags, answer in ((env, [3.5, 4.0, 5.5]), ({}, [2.5, 3.0, 4.5])):
+        with running(engine, image, tmp_path / "model", env=flags) as container:
+            reply = requests.post(f"{container.url}/invocations", json=body, timeout=60)
+            assert (reply.status_code, reply.json()) == (200, {"predictions": answer})
