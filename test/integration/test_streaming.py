@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import requests
 
 from conftest import serve_stack
+from sagemaker_serving.service.pipeline import STREAM_RECORDS
 from streaming_code import STREAMER
 
 
@@ -131,6 +133,32 @@ def test_a_json_lines_request_streams_its_answer_lines_as_the_model_server_answe
     bad = post(no_code.url, "1.0\n[oops\n", "application/jsonlines", "text/event-stream")
     assert bad.status_code == 400
     assert bad.json()["error"].startswith("Malformed JSON Lines: line 2")
+
+
+def model_server_requests(server) -> int:
+    """Requests the model server has answered (its Prometheus request_count)."""
+    (port,) = server.rest_ports
+    text = requests.get(f"http://127.0.0.1:{port}/monitoring/prometheus/metrics", timeout=5).text
+    return sum(int(float(n)) for n in re.findall(r"request_count\{[^}]*\} (\S+)", text))
+
+
+def test_a_client_that_leaves_a_json_lines_stream_stops_the_model_server_s_work(no_code):
+    records = 100_000
+    groups = records // STREAM_RECORDS  # the model server requests the whole answer takes
+    body = "".join(f"{i % 7}.0\n" for i in range(records)).encode()
+    before = model_server_requests(no_code)
+    with socket.create_connection(("127.0.0.1", no_code.port), timeout=30) as client:
+        client.sendall(
+            b"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/jsonlines\r\n"
+            b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        )
+        assert client.recv(4096).startswith(b"HTTP/1.1 200")  # lines are coming
+    counts, deadline = [model_server_requests(no_code)], time.monotonic() + 30
+    while len(counts) < 5 or counts[-1] != counts[-5]:  # settled for a second
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.25)
+        counts.append(model_server_requests(no_code))
+    assert counts[-1] - before < groups / 2, (counts[-1] - before, groups)
 
 
 def test_a_streamed_answer_past_the_response_size_ends_with_an_error(tmp_path: Path):

@@ -33,7 +33,9 @@ JPEG_CODE = REPO / "examples" / "jpeg_images" / "code"
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)[,.](\d{3})")
 MOMENTS = {  # a moment -> what the first log line at it says
     "serve_first_line": " serve [",
+    "service_worker_up": "Started server process",
     "model_loaded": "Successfully loaded servable",
+    "model_server_up": "Exporting HTTP/REST API",
     "serve_ready": ": ready: http",
 }
 

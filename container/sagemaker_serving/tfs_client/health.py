@@ -116,6 +116,9 @@ def listening_ports() -> set[int] | None:
     return ports if found else None
 
 
+STARTING_EVERY = 0.05  # seconds between probe rounds until every instance was first up
+
+
 class InstanceWatch:
     """Whether every model server instance is ready, known at once: a daemon thread asks each
     instance every `every` seconds, each question with its own `timeout`: are `models` all
@@ -192,7 +195,8 @@ class InstanceWatch:
         threading.Thread(target=self._run, name="instance-watch", daemon=True).start()
 
     def _run(self) -> None:
-        while True:
+        ever_up = False  # until then (start-up), ask every STARTING_EVERY: /ping's first 200
+        while True:  # comes as soon as the models are, not up to `every` later
             for port in self.rest_ports:
                 if self.models:
                     up = all(model_available(port, m, self.timeout) for m in self.models)
@@ -200,4 +204,5 @@ class InstanceWatch:
                     up = instance_up(port, self.timeout)
                 self._last[port] = (time.monotonic(), up)
             self._first.set()
-            time.sleep(self.every)
+            ever_up = ever_up or all(up for _, up in self._last.values())
+            time.sleep(self.every if ever_up else min(self.every, STARTING_EVERY))
