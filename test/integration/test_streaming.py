@@ -10,7 +10,9 @@ import json
 import re
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -20,16 +22,50 @@ from sagemaker_serving.service.pipeline import STREAM_RECORDS
 from streaming_code import STREAMER
 
 
-@pytest.fixture(scope="module")
-def streamer(tmp_path_factory):
+@dataclass
+class Streamer:
+    """Where the streaming handler is invoked: its URL's path on the stack."""
+
+    server: Any
+    path: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url + self.path
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def log(self) -> str:
+        return self.server.log()
+
+
+@pytest.fixture(scope="module", params=["workers", "handler_processes"])
+def streamer(request, tmp_path_factory):
+    """The handler in the service's workers (a single-model endpoint), or in handler processes
+    of its own (a multi-model model whose code/ brings a module beside inference.py)."""
     import example_models as em
 
     root = tmp_path_factory.mktemp("streaming")
     em.half_plus_three_tf1(root / "model" / "half_plus_three", versions=(1,))
     (root / "model" / "code").mkdir()
     (root / "model" / "code" / "inference.py").write_text(STREAMER)
-    with serve_stack(root / "model", root) as server:
-        yield server
+    if request.param == "workers":
+        with serve_stack(root / "model", root) as server:
+            yield Streamer(server, "/invocations")
+        return
+    (root / "model" / "code" / "helper.py").write_text("VALUE = 1\n")  # its own environment
+    (root / "stack").mkdir()
+    with serve_stack(root, root / "stack", {"SAGEMAKER_MULTI_MODEL": "true"}) as server:
+        reply = requests.post(
+            f"{server.url}/models",
+            json={"model_name": "streams", "url": str(root / "model")},
+            timeout=120,
+        )
+        assert reply.status_code == 200, reply.text
+        assert "handler processes for " in server.log()  # not the workers
+        yield Streamer(server, "/models/streams/invoke")
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +85,9 @@ def arrivals(reply: requests.Response) -> list[tuple[float, bytes]]:
 
 
 def post(url: str, body: bytes | str, content_type: str, accept: str = "*/*", **kwargs):
+    """POST to the invocation `url` (a path on the stack's URL)."""
     headers = {"Content-Type": content_type, "Accept": accept}
-    return requests.post(f"{url}/invocations", data=body, headers=headers, timeout=60, **kwargs)
+    return requests.post(url, data=body, headers=headers, timeout=60, **kwargs)
 
 
 def test_a_generator_s_chunks_arrive_as_they_are_yielded(streamer):
@@ -93,10 +130,9 @@ def test_an_error_in_mid_stream(streamer):
 
 
 def test_a_client_that_goes_away_closes_the_generator(streamer):
-    port = int(streamer.url.rsplit(":", 1)[1])
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = http.client.HTTPConnection("127.0.0.1", streamer.port, timeout=30)
     connection.request(
-        "POST", "/invocations", body=b"", headers={"Content-Type": "application/x-endless"}
+        "POST", streamer.path, body=b"", headers={"Content-Type": "application/x-endless"}
     )
     reply = connection.getresponse()
     assert reply.status == 200
@@ -119,7 +155,13 @@ def test_a_client_that_goes_away_closes_the_generator(streamer):
 def test_a_json_lines_request_streams_its_answer_lines_as_the_model_server_answers(no_code):
     records = 10_000
     body = "".join(f"{i % 7}.0\n" for i in range(records))
-    reply = post(no_code.url, body, "application/jsonlines", "text/event-stream", stream=True)
+    reply = post(
+        f"{no_code.url}/invocations",
+        body,
+        "application/jsonlines",
+        "text/event-stream",
+        stream=True,
+    )
     assert reply.status_code == 200
     assert reply.headers["Content-Type"] == "text/event-stream"
     pieces = arrivals(reply)
@@ -130,7 +172,9 @@ def test_a_json_lines_request_streams_its_answer_lines_as_the_model_server_answe
     assert lines == [(i % 7) * 0.5 + 3.0 for i in range(records)]
     first, last = pieces[0][0], pieces[-1][0]
     assert first < last / 4, (first, last)  # the first lines came long before the last
-    bad = post(no_code.url, "1.0\n[oops\n", "application/jsonlines", "text/event-stream")
+    bad = post(
+        f"{no_code.url}/invocations", "1.0\n[oops\n", "application/jsonlines", "text/event-stream"
+    )
     assert bad.status_code == 400
     assert bad.json()["error"].startswith("Malformed JSON Lines: line 2")
 
@@ -168,7 +212,7 @@ def test_a_streamed_answer_past_the_response_size_ends_with_an_error(tmp_path: P
     (tmp_path / "model" / "code").mkdir()
     (tmp_path / "model" / "code" / "inference.py").write_text(STREAMER)
     with serve_stack(tmp_path / "model", tmp_path, {"SAGEMAKER_MAX_RESPONSE_SIZE": "20"}) as s:
-        reply = post(s.url, "[5, 0]", "application/x-chunks", "text/event-stream")
+        reply = post(f"{s.url}/invocations", "[5, 0]", "application/x-chunks", "text/event-stream")
         assert reply.status_code == 200
         events = reply.content.split(b"\n\n")
         assert events[:2] == [b"data: chunk 0", b"data: chunk 1"]

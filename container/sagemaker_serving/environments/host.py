@@ -272,6 +272,9 @@ class RemoteDefaults:
         return body, str(content_type)
 
 
+_DONE = object()  # a streamed answer's iterator is exhausted
+
+
 class Worker:
     """Imports the user's code, then answers calls on the inherited listening socket."""
 
@@ -332,8 +335,7 @@ class Worker:
                             self.calls += 1
                             self._deadlines[threading.get_ident()] = deadline
                         try:
-                            reply, answer = self.run_request(header, body)
-                            protocol.write_frame(conn, {**reply, "id": header.get("id")}, answer)
+                            self.answer(conn, header, body)
                         finally:
                             with self._active:
                                 self.calls -= 1
@@ -345,6 +347,55 @@ class Worker:
             return
         finally:
             self._sockets.discard(conn)
+
+    def answer(self, conn: socket.socket, header: dict[str, Any], body: bytes) -> None:
+        """A run call's answer: one result frame, or a streamed answer's frames."""
+        reply, answer = self.run_request(header, body)
+        if handler_contract.is_chunks(answer):
+            self.stream(conn, header, reply, answer)
+        else:
+            protocol.write_frame(conn, {**reply, "id": header.get("id")}, answer)
+
+    def stream(
+        self, conn: socket.socket, header: dict[str, Any], reply: dict[str, Any], chunks: Any
+    ) -> None:
+        """A streamed answer: the reply, then a frame per chunk as the handler's iterator
+        yields it, then `end` (with `error` when the iterator failed). The iterator is closed
+        however it ends (the service closes the connection when its client went away)."""
+        call_id = header.get("id")
+        request_id = log_setup.REQUEST_ID.set(str((header.get("context") or {}).get("request_id")))
+        end: dict[str, Any] = {"op": "end", "id": call_id}
+        try:
+            protocol.write_frame(conn, {**reply, "id": call_id, "stream": True})
+            while (data := self._next_chunk(chunks, end)) is not None:
+                protocol.write_frame(conn, {"op": "chunk", "id": call_id}, data)
+            protocol.write_frame(conn, end)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                fork_guard.call(close)
+            log_setup.REQUEST_ID.reset(request_id)
+
+    @staticmethod
+    def _next_chunk(chunks: Any, end: dict[str, Any]) -> bytes | None:
+        """The iterator's next chunk as bytes; None at its end, or when it failed (then `end`
+        says how, for the service)."""
+        try:
+            chunk = next(chunks, _DONE)
+            if chunk is _DONE:
+                return None
+            data = handler_contract.as_bytes(chunk)
+            if data is None:
+                raise handler_contract.HandlerResultError(
+                    f"a streamed chunk was {type(chunk).__name__}; expected str or bytes-like"
+                )
+            return data
+        except BaseException as exc:  # the handler's failure: the stream ends saying so
+            log.exception("the streamed answer failed")
+            status = exc.http_status if isinstance(exc, HandlerError) else 500
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            end.update(status=status, error=brief(str(message)))
+            return None
 
     def _end_if_stuck(self) -> None:
         """End this process (the master starts another) once MAX_ABANDONED_CALLS calls run on

@@ -9,6 +9,9 @@ A frame: its length (8 bytes, big-endian), a JSON header, a newline, then the ra
                        "response": {"status": 200, "reason": "OK", "headers": {...},
                                     "url": "..."}}              + the model server's answer
                       {"op": "result", "id": N, "ok": false, "status": 500, "message": "..."}
+                      {"op": "result", "id": N, "ok": true, "stream": true, ...}: a streamed
+                      answer, then {"op": "chunk", "id": N} + chunk for each chunk, and
+                      {"op": "end", "id": N} (with "status" and "error" when it failed)
     host -> service   {"op": "callback", "id": N, "fn": "default_input_handler", ...} (the
                       built-in formats run in the service)
     service -> host   {"op": "reply", "id": N, "ok": ..., ...}                  + body

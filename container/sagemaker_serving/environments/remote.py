@@ -17,7 +17,7 @@ import os
 import socket
 import struct
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,19 +61,22 @@ class HandlerPool:
 
     async def run(
         self, body: bytes, context: Context, callbacks: Callbacks
-    ) -> tuple[dict[str, Any], bytes | bytearray]:
+    ) -> tuple[dict[str, Any], bytes | bytearray | AsyncIterator[bytes]]:
         """The request's whole chain in the pool (host.py's run_request), in one exchange: the
         reply header (`content_type` and `model_status` of the handlers' answer, or `response`:
-        the model server's, for the built-in formats; `took`: each step's seconds) and body.
+        the model server's, for the built-in formats; `took`: each step's seconds) and body
+        (a streamed answer's: its chunks as they come, `_chunks`).
         Its HandlerError as StatusError with the handler's status."""
         call_id = next(_call_ids)
         header: dict[str, Any] = {"op": "run", "id": call_id, "context": context_fields(context)}
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.size)
             self._loop = asyncio.get_running_loop()
+        streamed: AsyncIterator[bytes] | None = None
         try:  # the wait for a free connection is within the request's deadline too
             async with asyncio.timeout(max(0.001, context.deadline - time.monotonic())):
-                async with self._slots:
+                await self._slots.acquire()
+                try:
                     reader, writer = await self._connection()
                     try:
                         reply, data = await self._exchange(
@@ -82,7 +85,13 @@ class HandlerPool:
                     except BaseException:
                         writer.close()
                         raise
-                    self._idle.append((reader, writer))
+                    if reply.get("stream"):  # the chunks hold the slot and the connection
+                        streamed = self._chunks(reader, writer, call_id)
+                    else:
+                        self._idle.append((reader, writer))
+                finally:
+                    if streamed is None:
+                        self._slots.release()
         except TimeoutError:
             raise HandlerProcessError(
                 "The handlers did not finish within the request's time limit", 504
@@ -104,7 +113,36 @@ class HandlerPool:
             ) from None
         if not reply.get("ok"):
             raise StatusError(str(reply.get("message")), int(reply.get("status", 500)))
-        return reply, data
+        return reply, data if streamed is None else streamed
+
+    async def _chunks(self, reader, writer, call_id: int) -> AsyncIterator[bytes]:
+        """A streamed answer's chunks as the handler process sends them; its connection goes
+        back to the idle ones once the answer ended, and is closed when it was left before
+        (the handler process then closes the handler's iterator)."""
+        ended = False
+        try:
+            while True:
+                reply, data = await protocol.aread_frame(reader)
+                protocol.check_id(reply, call_id)
+                if reply.get("op") != "chunk":
+                    ended = True
+                    if "error" in reply:
+                        raise StatusError(str(reply["error"]), int(reply.get("status", 500)))
+                    return
+                yield bytes(data)
+        except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
+            log.error("the handler process ended in the middle of a streamed answer: %r", exc)
+            raise HandlerProcessError(
+                "The handler process ended in the middle of the streamed answer (see the log)",
+                500,
+            ) from None
+        finally:
+            if ended:
+                self._idle.append((reader, writer))
+            else:
+                writer.close()
+            assert self._slots is not None
+            self._slots.release()
 
     async def _exchange(self, reader, writer, header, body, context, callbacks):
         await protocol.awrite_frame(writer, header, body)

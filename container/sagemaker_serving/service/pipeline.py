@@ -116,7 +116,7 @@ class Pipeline:
                 result = await self.placement.thread(
                     fork_guard.call, handlers.handler, data, context
                 )
-            return made(*contract.answer(result, handlers.handler, "handler", True), context)
+            return made(*contract.answer(result, handlers.handler, "handler"), context)
         no_code = handlers.input_handler is None and handlers.output_handler is None
         if no_code and streams_records(context):
             records = self._records_streamed(data.read(), context)
@@ -138,7 +138,7 @@ class Pipeline:
                 return Answer(*await self.placement.thread(answer, response, context))
             if handlers.output_handler is not None:
                 result = await self.placement.handler(handlers.output_handler, response, context)
-                body, content_type = contract.answer(result, handlers.output_handler, streams=True)
+                body, content_type = contract.answer(result, handlers.output_handler)
                 return made(body, content_type, context, response.status_code)
             return await self._builtin_answer(response, context)
 

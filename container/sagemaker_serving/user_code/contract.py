@@ -3,8 +3,8 @@
 `input_handler(data, context)` returns the model server's request body: a JSON string or
 bytes-like. `output_handler(response, context)` and `handler(data, context)` return
 `(body, content_type)`, body a string or bytes-like, content_type a string or None (then the
-type Accept asks for); in the service's workers, body may also be an iterator (a generator) of
-such chunks, alone or in the pair: a streamed answer (service/streaming.py). Anything else, a
+type Accept asks for); body may also be an iterator (a generator) of such chunks, alone or in
+the pair: a streamed answer (service/streaming.py). Anything else, a
 bare body too (the AWS container unpacks two values: a bare body fails there, or is cut in
 two), is a HandlerResultError (a 500) that names the handler, where it is, what it returned
 and what was expected.
@@ -80,26 +80,16 @@ def is_chunks(value: Any) -> bool:
     return isinstance(value, Iterator)
 
 
-def answer(
-    value: Any, fn: Callable | str, role: str = "output_handler", streams: bool = False
-) -> tuple[Any, str | None]:
-    """An output_handler's (or handler's) result as (body, content type or None); with
-    `streams`, the body may be an iterator of chunks (checked as they come)."""
-    if streams and is_chunks(value):
+def answer(value: Any, fn: Callable | str, role: str = "output_handler") -> tuple[Any, str | None]:
+    """An output_handler's (or handler's) result as (body, content type or None); the body
+    may be an iterator of chunks (a streamed answer, its chunks checked as they come)."""
+    if is_chunks(value):
         return value, None
     if isinstance(value, tuple | list) and len(value) == 2:
         body, content_type = value
         if content_type is None or isinstance(content_type, str):
-            if streams and is_chunks(body):
+            if is_chunks(body):
                 return body, content_type or None
             if (data := as_bytes(body)) is not None:
                 return data, content_type or None
-    if not streams and (
-        is_chunks(value) or (isinstance(value, tuple | list) and value and is_chunks(value[0]))
-    ):
-        name = fn if isinstance(fn, str) else where(fn)
-        raise HandlerResultError(
-            f"{name} returned an iterator: streamed answers come from handlers in the "
-            "service's workers, not from an environment of their own (code/requirements.txt)"
-        )
     raise _fail(role, fn, value)
