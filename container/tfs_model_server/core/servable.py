@@ -78,6 +78,14 @@ def _type_string(datatype: int) -> str:
     return types_pb2.DataType.Name(datatype)[len("DT_") :].lower()
 
 
+def feed_type_error(index: int, expected: int, given: int) -> ServingError:
+    """Session::Run's refusal of feed `index` of DataType `given` for one of `expected`."""
+    return invalid_argument(
+        f"Expects arg[{index}] to be {_type_string(expected)} but "
+        f"{_type_string(given)} is provided"
+    )
+
+
 def as_serving_error(exc: BaseException) -> ServingError:
     """Translate a TensorFlow runtime error into a ServingError with the same code."""
     if isinstance(exc, ServingError):
@@ -172,10 +180,7 @@ class Servable:
             except TypeError:
                 continue
             if expected is not None and given != expected:
-                raise invalid_argument(
-                    f"Expects arg[{i}] to be {_type_string(expected)} but "
-                    f"{_type_string(given)} is provided"
-                )
+                raise feed_type_error(i, expected, given)
 
     def run_tensors(
         self,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from tensorflow.core.protobuf import meta_graph_pb2
 
-from tfs_model_server.core.servable import Servable, Signature, _signature, _type_string
+from tfs_model_server.core.servable import Servable, Signature, _signature, feed_type_error
 from tfs_model_server.core.tflite_signatures import Binding, datatype, model_signatures
 from tfs_model_server.errors import invalid_argument, not_found, unimplemented
 
@@ -158,10 +158,7 @@ class TfLiteServable(Servable):
             expected = spec.dtype
             given = datatype(np.asarray(value).dtype)
             if given != expected:
-                raise invalid_argument(
-                    f"Expects arg[{i}] to be {_type_string(expected)} but "
-                    f"{_type_string(given)} is provided"
-                )
+                raise feed_type_error(i, expected, given)
 
     def run(
         self,
