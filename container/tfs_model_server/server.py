@@ -29,7 +29,7 @@ from tfs_model_server.core.dataplane import DataPlane
 from tfs_model_server.core.manager import ModelConfig, ModelManager
 from tfs_model_server.core.servable import Servable
 from tfs_model_server.core.session_options import session_config
-from tfs_model_server.core.tflite_servable import TfLiteOptions, TfLiteServable
+from tfs_model_server.core.tflite_servable import TFLITE_FILE, TfLiteOptions, TfLiteServable
 from tfs_model_server.core.warmup import run_warmup
 from tfs_model_server.errors import Code, ServingError, code_of, not_found
 from tfs_model_server.metrics import ServingMetrics
@@ -162,6 +162,7 @@ class ModelServer:
             own = model_batching(path, shared) if shared is not None else None
             servable: Servable
             if self.tflite.serves(path):
+                log.info("Reading TFLite model from %s", path / TFLITE_FILE)
                 servable = TfLiteServable(name, version, path, self.tflite)
             else:
                 servable = Servable(

@@ -105,6 +105,9 @@ NOT_RUN_PREFIXES = {
     "aws ": _AWS,
     "docker run ": _IMAGE + " (test/image/test_serverless.py runs the serverless profile)",
     ".venv/bin/python test/perf/": _BENCH,
+    ".venv/bin/tfs-model-server --model_name=m --model_base_path=/models/m": "/models/m stands "
+    "for a model of yours with model.tflite; test/integration/test_model_server_tflite.py serves "
+    "one so",
 }
 NAMES = {".venv/bin/serve", ".venv/bin/tfs-model-server", ".venv/bin/tfs-batch-transform"}
 

@@ -61,10 +61,8 @@ def post(url: str, body: bytes, attributes: str | None = None) -> requests.Respo
     return requests.post(f"{url}/invocations", data=body, headers=headers, timeout=120)
 
 
-def test_a_large_body_is_answered_as_a_small_one_and_never_held_whole_by_the_service(stack):
-    array = rows(4096)  # 64 MiB and the header
-    body = npy(array)
-    assert len(body) > STREAMED_BODY
+def posted_with_peak(stack, body: bytes) -> tuple[requests.Response, int]:
+    """The answer to `body`, and how much the service's memory grew meanwhile at its peak."""
     idle = service_memory(stack.proc.pid)
     peak, done = [idle], threading.Event()
 
@@ -76,15 +74,35 @@ def test_a_large_body_is_answered_as_a_small_one_and_never_held_whole_by_the_ser
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
-        reply = post(stack.url, body)
+        return post(stack.url, body), peak[0] - idle
     finally:
         done.set()
         sampler.join()
+
+
+def test_a_large_body_is_answered_as_a_small_one_and_never_held_whole_by_the_service(stack):
+    array = rows(4096)  # 64 MiB and the header
+    body = npy(array)
+    assert len(body) > STREAMED_BODY
+    reply, grew = posted_with_peak(stack, body)
     assert reply.status_code == 200, reply.text[:500]
     np.testing.assert_allclose(reply.json()["predictions"], array.sum(axis=1), rtol=1e-5)
     small = post(stack.url, npy(array[:3]))
     assert small.json()["predictions"] == reply.json()["predictions"][:3]
-    assert peak[0] - idle < len(body) / 2, f"the service grew {(peak[0] - idle) >> 20} MiB"
+    assert grew < len(body) / 2, f"the service grew {grew >> 20} MiB"
+
+
+def test_float64_values_for_a_float32_input_stream_cast_as_the_json_path_casts_them(stack):
+    array = rows(1024, dtype="<f8") + 1 / 3  # numpy's default dtype; values float32 rounds
+    body = npy(array)
+    assert len(body) > STREAMED_BODY
+    reply, grew = posted_with_peak(stack, body)
+    assert reply.status_code == 200, reply.text[:500]
+    sums = reply.json()["predictions"]
+    np.testing.assert_allclose(sums, array.astype("<f4").sum(axis=1), rtol=1e-5)
+    by_json = post(stack.url, npy(array[:40])).json()["predictions"]  # small: the JSON path
+    np.testing.assert_allclose(sums[:40], by_json, rtol=1e-6)
+    assert grew < len(body) / 2, f"the service grew {grew >> 20} MiB"
 
 
 def test_a_body_it_cannot_stream_is_read_whole_and_answered_as_before(stack):
@@ -102,7 +120,11 @@ def test_a_header_that_promises_more_than_the_body_is_a_400(stack):
     reply = post(stack.url, short)
     assert reply.status_code == 400
     assert reply.headers["Content-Type"] == "application/json"
-    assert "x-npy" in reply.json()["error"]
+    values = 600 * 4096 * 4
+    assert reply.json()["error"] == (
+        f"application/x-npy: the array's header says {values} bytes of values "
+        f"(float32 (600, 4096)), the body holds {values - 4096}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,9 @@ def test_server_sent_events_frame_each_chunk(streamer):
     assert reply.content == b"".join(f"data: chunk {i}\n\n".encode() for i in range(3))
     bare = post(streamer.url, "", "application/x-bare", "text/plain")
     assert (bare.headers["Content-Type"], bare.content) == ("text/plain", b"0\n1\n2\n")
+    empty = post(streamer.url, "[0, 0]", "application/x-chunks", "text/event-stream")
+    assert (empty.status_code, empty.content) == (200, b"")
+    assert empty.headers["Content-Type"] == "text/event-stream"  # no events: still a stream
 
 
 def test_an_error_in_mid_stream(streamer):

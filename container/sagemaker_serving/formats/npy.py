@@ -19,13 +19,23 @@ from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request_body import ModelRequest, dumps, json_key, wrap
 from sagemaker_serving.formats.signature import InputSpec
 
-__all__ = ["decode_npy", "npy_target"]
+__all__ = ["decode_npy", "npy_header", "npy_target"]
 
 
 def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequest:
     """A .npy or .npz body; `inputs` (None: unknown) picks the input a lone array feeds."""
     import numpy as np
 
+    header = npy_header(body)
+    if header is not None:
+        shape, _, dtype, offset = header
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if len(body) - offset < size:
+            raise PayloadError(
+                f"application/x-npy: the array's header says {size} bytes of values "
+                f"({dtype} {shape}), the body holds {len(body) - offset}",
+                400,
+            )
     try:
         loaded = np.load(io.BytesIO(body), allow_pickle=False)
     except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
@@ -55,6 +65,27 @@ def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequ
         )
     name = npy_target(array, inputs)
     return ModelRequest(wrap("inputs", b"{" + json_key(name) + b":" + encoded + b"}"), records)
+
+
+def npy_header(body: bytes) -> tuple[tuple[int, ...], bool, Any, int] | None:
+    """A plain .npy array's shape, order, dtype and where its values start; None for a body
+    numpy must read (an .npz archive, a pickled or structured array, a malformed header)."""
+    import numpy as np
+
+    if body[:6] != b"\x93NUMPY" or body[6:7] not in (b"\x01", b"\x02"):
+        return None
+    stream = io.BytesIO(body)  # shares body
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0
+        if version != (1, 0):
+            read_header = np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(stream)
+    except Exception:
+        return None
+    if dtype.hasobject or dtype.names:
+        return None
+    return shape, fortran, dtype, stream.tell()
 
 
 def npy_target(array: Any, inputs: Mapping[str, InputSpec]) -> str:

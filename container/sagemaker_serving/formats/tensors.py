@@ -11,14 +11,14 @@ answers exactly as before; `tensor_request` returns None for them.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sagemaker_serving.config.body_formats import BYTES_TYPES, NPY, TFEXAMPLE_TYPES
-from sagemaker_serving.formats.npy import npy_target
+from sagemaker_serving.formats.npy import npy_header, npy_target
 from sagemaker_serving.formats.request import client_bytes
 from sagemaker_serving.formats.signature import InputSpec
 from sagemaker_serving.formats.tfexample import parse_examples, split_tfrecords
@@ -134,6 +134,7 @@ class StreamedTensor:
     offset: int
     size: int
     records: int
+    source: np.dtype | None = None  # the body's float64 values, cast to float32 as they come
 
 
 NPY_HEAD = 16 * 1024  # bytes that hold any .npy header numpy reads (at most 10,000 and 12)
@@ -151,44 +152,44 @@ def streamed_npy(
     read whole and answered as every body is."""
     if method != "predict" or not inputs or not _row_format_possible(outputs):
         return None
-    header = _npy_header(head)
+    header = npy_header(head)
     if header is None:
         return None
     shape, fortran, dtype, offset = header
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if fortran or length - offset != size:
+    count = int(np.prod(shape, dtype=np.int64))
+    if fortran or length - offset != count * dtype.itemsize:
         return None
     name = npy_target(np.empty((0,) * len(shape), dtype), inputs)
-    if not _numbers_fit(dtype, inputs[name]):
+    source = None
+    if _float64_for_float32(dtype, inputs[name]):
+        dtype, source = np.dtype("<f4"), dtype
+    elif not _numbers_fit(dtype, inputs[name]):
         return None
     shape = shape or (1,)  # a 0-d array is one instance
     tensor = tensor_head(shape, tensor_dtype(dtype), TensorProto())
-    return StreamedTensor(name, tensor, offset, size, shape[0])
+    return StreamedTensor(name, tensor, offset, count * dtype.itemsize, shape[0], source)
 
 
-def _npy_header(body: bytes) -> tuple[tuple[int, ...], bool, np.dtype, int] | None:
-    """A plain .npy array's shape, order, dtype and where its values start; None for a body
-    numpy must read (an .npz archive, a pickled or structured array, a malformed header)."""
-    if body[:6] != b"\x93NUMPY" or body[6:7] not in (b"\x01", b"\x02"):
-        return None
-    stream = io.BytesIO(body)  # shares body
-    try:
-        version = np.lib.format.read_magic(stream)
-        read_header = np.lib.format.read_array_header_1_0
-        if version != (1, 0):
-            read_header = np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read_header(stream)
-    except Exception:
-        return None
-    if dtype.hasobject or dtype.names:
-        return None
-    return shape, fortran, dtype, stream.tell()
+def _float64_for_float32(dtype: np.dtype, spec: InputSpec) -> bool:
+    """float64 values (numpy's default) for a float32 input: cast as TF Serving's JSON path
+    casts them (each value read as a double, then made a float), so they can stream."""
+    return dtype == np.dtype("<f8") and spec.dtype == "DT_FLOAT"
+
+
+async def cast_values(chunks: AsyncIterator[bytes], source: np.dtype) -> AsyncIterator[bytes]:
+    """A streamed body's `source` values (StreamedTensor.source) as float32, chunk by chunk."""
+    rest = b""
+    async for chunk in chunks:
+        data = rest + chunk
+        whole = len(data) - len(data) % source.itemsize
+        rest = data[whole:]
+        yield np.frombuffer(data, source, whole // source.itemsize).astype("<f4").tobytes()
 
 
 def _npy_view(body: bytes) -> Any:
     """A .npy body's array over the body's own bytes (np.load would copy them: an
     asynchronous endpoint's body is up to 1 GiB); np.load's for anything but a plain array."""
-    header = _npy_header(body)
+    header = npy_header(body)
     if header is not None:
         shape, fortran, dtype, offset = header
         count = int(np.prod(shape, dtype=np.int64))
@@ -202,4 +203,11 @@ def _utf8(item: Any) -> bytes:
     return item.encode() if isinstance(item, str) else bytes(item)
 
 
-__all__ = ["NPY_HEAD", "StreamedTensor", "TensorRequest", "streamed_npy", "tensor_request"]
+__all__ = [
+    "NPY_HEAD",
+    "StreamedTensor",
+    "TensorRequest",
+    "cast_values",
+    "streamed_npy",
+    "tensor_request",
+]

@@ -120,7 +120,10 @@ class Invocations:
                         req, resp, chunks, answer.content_type, self.placement, limit
                     )
                     return
-                answer = answer._replace(body=b"")
+                events = streaming.wants_events(req.get_header("Accept"))  # none: an empty one
+                answer = answer._replace(
+                    body=b"", content_type=streaming.EVENT_STREAM if events else answer.content_type
+                )
             body = answer.body
             if label and answer.status != 200 and answer.content_type == JSON:  # the model server's
                 body = _named(bytes(body).decode(), model_name, json.dumps(label)[1:-1]).encode()

@@ -32,7 +32,12 @@ from sagemaker_serving.formats.builtin import LARGE_PAYLOAD, BuiltinFormats
 from sagemaker_serving.formats.json_bodies import json_lines_groups
 from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest
-from sagemaker_serving.formats.tensors import NPY_HEAD, StreamedTensor, TensorRequest
+from sagemaker_serving.formats.tensors import (
+    NPY_HEAD,
+    StreamedTensor,
+    TensorRequest,
+    cast_values,
+)
 from sagemaker_serving.service import streaming
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
@@ -166,6 +171,8 @@ class Pipeline:
             async for chunk in body:
                 yield chunk
 
+        chunks = values() if streamed.source is None else cast_values(values(), streamed.source)
+
         wire = tfs_wire.predict_head(
             context.model_name or context.default_model_name,
             _version(context),
@@ -175,7 +182,7 @@ class Pipeline:
         )
         with self.metrics.stage("model_server"):
             reply = await self.client.stream.predict(
-                context.grpc_port, wire, values(), streamed.size, context.deadline
+                context.grpc_port, wire, chunks, streamed.size, context.deadline
             )
         with self.metrics.stage("output_handler"):
             outputs = tfs_wire.predict_outputs(reply)

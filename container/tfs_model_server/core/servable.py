@@ -81,8 +81,7 @@ def _type_string(datatype: int) -> str:
 def feed_type_error(index: int, expected: int, given: int) -> ServingError:
     """Session::Run's refusal of feed `index` of DataType `given` for one of `expected`."""
     return invalid_argument(
-        f"Expects arg[{index}] to be {_type_string(expected)} but "
-        f"{_type_string(given)} is provided"
+        f"Expects arg[{index}] to be {_type_string(expected)} but {_type_string(given)} is provided"
     )
 
 
