@@ -242,7 +242,6 @@ def test_build_secrets_left_nothing_in_the_image(fast_path):
         assert code == 1 and found == "", found
 
 
-
 def test_a_tflite_model_is_served_with_the_model_server_s_flag(engine, image, tmp_path):
     """SAGEMAKER_TFS_MODEL_SERVER_FLAGS=--prefer_tflite_model=true: the version's model.tflite
     answers, not the SavedModel beside it (half_plus_three's TFLite model beside
