@@ -5,8 +5,7 @@ grpcio sends only a message it holds whole, and copies it once more into its cor
 whole call: a 1 GiB body would cost this process 2 GiB. Here the call is made over HTTP/2
 with h2 instead: the gRPC length prefix and the PredictRequest up to the tensor's values go
 first (their sizes are known from the body's Content-Length), then the body's chunks as DATA
-frames, as the model server's flow-control window lets them. The connection is kept for the
-next such call to that port.
+frames, as the model server's flow-control window lets them.
 """
 
 from __future__ import annotations
@@ -38,10 +37,10 @@ class BodyCut(StatusError):
 
 
 class StreamedPredict:
-    """Predict calls whose request is streamed, one kept-alive HTTP/2 connection per port."""
-
-    def __init__(self) -> None:
-        self._idle: dict[int, list[_Connection]] = {}
+    """Predict calls whose request is streamed, each on an HTTP/2 connection of its own: a
+    body this large takes far longer than a loopback connection, and a connection kept idle
+    could have been closed by a model server that restarted meanwhile (the call could not be
+    tried again: its body has been read)."""
 
     async def predict(
         self, port: int, head: bytes, values: AsyncIterator[bytes], size: int, deadline: float
@@ -51,24 +50,19 @@ class StreamedPredict:
         timeout = deadline - time.monotonic()
         if timeout <= 0:
             raise ModelServerTimeout(_TOO_LATE)
-        idle = self._idle.setdefault(port, [])
-        connection = idle.pop() if idle else None
+        connection = None
         try:
             async with asyncio.timeout(timeout):
-                if connection is None:
-                    connection = await _Connection.open(port)
-                answer = await connection.call(head, values, size, timeout)
+                connection = await _Connection.open(port)
+                return await connection.call(head, values, size, timeout)
         except TimeoutError:
             raise ModelServerTimeout(_TOO_LATE) from None
         except (OSError, EOFError, _Broken) as exc:
             log.warning("the model server is unavailable: %s", exc)
             raise ModelServerUnavailable(UNAVAILABLE) from None
         finally:
-            if connection is not None and not connection.reusable:
+            if connection is not None:
                 connection.close()
-        if connection.reusable:
-            idle.append(connection)
-        return answer
 
 
 class _Broken(Exception):
@@ -76,7 +70,7 @@ class _Broken(Exception):
 
 
 class _Connection:
-    """One HTTP/2 connection to a model server's gRPC port, one call at a time."""
+    """One HTTP/2 connection to a model server's gRPC port, for one call."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         import h2.config
@@ -86,7 +80,6 @@ class _Connection:
         config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.h2 = h2.connection.H2Connection(config)
         self.h2.initiate_connection()
-        self.reusable = False
         self._stream = 0
         self._headers: dict[str, str] = {}
         self._data = bytearray()
@@ -103,7 +96,6 @@ class _Connection:
     async def call(
         self, head: bytes, values: AsyncIterator[bytes], size: int, timeout: float
     ) -> bytes:
-        self.reusable, self._headers, self._data, self._ended = False, {}, bytearray(), False
         self._stream = stream = self.h2.get_next_available_stream_id()
         self.h2.send_headers(
             stream,
@@ -131,9 +123,7 @@ class _Connection:
             await self._flush()
         while not self._ended:
             await self._receive()
-        answer = self._answer()
-        self.reusable = self.h2.open_outbound_streams == 0
-        return answer
+        return self._answer()
 
     async def _send(self, data: bytes) -> None:
         view = memoryview(data)
