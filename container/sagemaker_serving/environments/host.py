@@ -364,7 +364,10 @@ class Worker:
         however it ends (the service closes the connection when its client went away)."""
         call_id = header.get("id")
         request_id = log_setup.REQUEST_ID.set(str((header.get("context") or {}).get("request_id")))
+        _local.call_id = call_id  # a call back from the iterator names it (and is refused)
         end: dict[str, Any] = {"op": "end", "id": call_id}
+        with self._active:  # a stream may outlast its request's deadline: it is not stuck
+            self._deadlines[threading.get_ident()] = float("inf")
         try:
             protocol.write_frame(conn, {**reply, "id": call_id, "stream": True})
             while (data := self._next_chunk(chunks, end)) is not None:
@@ -375,6 +378,7 @@ class Worker:
             if close is not None:
                 fork_guard.call(close)
             log_setup.REQUEST_ID.reset(request_id)
+            _local.call_id = None
 
     @staticmethod
     def _next_chunk(chunks: Any, end: dict[str, Any]) -> bytes | None:

@@ -75,8 +75,7 @@ class HandlerPool:
         streamed: AsyncIterator[bytes] | None = None
         try:  # the wait for a free connection is within the request's deadline too
             async with asyncio.timeout(max(0.001, context.deadline - time.monotonic())):
-                await self._slots.acquire()
-                try:
+                async with self._slots:
                     reader, writer = await self._connection()
                     try:
                         reply, data = await self._exchange(
@@ -85,13 +84,10 @@ class HandlerPool:
                     except BaseException:
                         writer.close()
                         raise
-                    if reply.get("stream"):  # the chunks hold the slot and the connection
-                        streamed = self._chunks(reader, writer, call_id)
+                    if reply.get("stream"):  # the chunks hold the connection (not a slot:
+                        streamed = self._chunks(reader, writer, call_id)  # see _chunks)
                     else:
                         self._idle.append((reader, writer))
-                finally:
-                    if streamed is None:
-                        self._slots.release()
         except TimeoutError:
             raise HandlerProcessError(
                 "The handlers did not finish within the request's time limit", 504
@@ -118,18 +114,28 @@ class HandlerPool:
     async def _chunks(self, reader, writer, call_id: int) -> AsyncIterator[bytes]:
         """A streamed answer's chunks as the handler process sends them; its connection goes
         back to the idle ones once the answer ended, and is closed when it was left before
-        (the handler process then closes the handler's iterator)."""
+        (the handler process then closes the handler's iterator; a stream never started is
+        closed with its connection when it is collected). It holds no slot: an answer never
+        iterated would hold it for good."""
         ended = False
         try:
             while True:
                 reply, data = await protocol.aread_frame(reader)
                 protocol.check_id(reply, call_id)
-                if reply.get("op") != "chunk":
-                    ended = True
-                    if "error" in reply:
-                        raise StatusError(str(reply["error"]), int(reply.get("status", 500)))
-                    return
-                yield bytes(data)
+                op = reply.get("op")
+                if op == "chunk":
+                    yield bytes(data)
+                    continue
+                if op != "end":
+                    raise StatusError(
+                        f"A streamed answer's iterator called {reply.get('fn') or op}: the "
+                        "built-in formats answer a handler's call, not its streamed chunks",
+                        500,
+                    )
+                ended = True
+                if "error" in reply:
+                    raise StatusError(str(reply["error"]), int(reply.get("status", 500)))
+                return
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
             log.error("the handler process ended in the middle of a streamed answer: %r", exc)
             raise HandlerProcessError(
@@ -141,8 +147,6 @@ class HandlerPool:
                 self._idle.append((reader, writer))
             else:
                 writer.close()
-            assert self._slots is not None
-            self._slots.release()
 
     async def _exchange(self, reader, writer, header, body, context, callbacks):
         await protocol.awrite_frame(writer, header, body)

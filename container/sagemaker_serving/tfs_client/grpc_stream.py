@@ -163,16 +163,23 @@ class _Connection:
             elif isinstance(event, h2.events.StreamEnded):
                 self._ended = True
             elif isinstance(event, h2.events.StreamReset):
-                raise _Broken(f"the model server reset the call (HTTP/2 error {event.error_code})")
+                if not self._ended:  # after the status (an early answer), the call is over
+                    raise _Broken(
+                        f"the model server reset the call (HTTP/2 error {event.error_code})"
+                    )
             elif isinstance(event, h2.events.ConnectionTerminated):
                 raise _Broken("the model server ended the connection")
         await self._flush()
 
     def _answer(self) -> bytes:
-        code = self._headers.get("grpc-status")
+        code = self._headers.get("grpc-status", "")
+        if not code.isdigit():
+            raise _Broken(f"the model server's answer has no gRPC status ({code!r})")
         if code != "0":
-            raise status_error(int(code or 2), unquote(self._headers.get("grpc-message", "")))
+            raise status_error(int(code), unquote(self._headers.get("grpc-message", "")))
         if len(self._data) < 5 or self._data[0] != 0:
             raise _Broken("the model server's answer is not one uncompressed gRPC message")
         (length,) = struct.unpack(">I", self._data[1:5])
-        return bytes(self._data[5 : 5 + length])
+        if len(self._data) != 5 + length:
+            raise _Broken("the model server's answer is not one whole gRPC message")
+        return bytes(self._data[5:])
