@@ -153,9 +153,9 @@ class Pipeline:
         whole here (an asynchronous endpoint's, up to 1 GiB); any other is first read whole."""
         head = b""
         if (
-            _no_code(handlers)
+            (context.content_length or 0) > STREAMED_BODY
+            and _no_code(handlers)
             and media_type(context.request_content_type) == NPY
-            and (context.content_length or 0) > STREAMED_BODY
         ):
             head = await body.read(NPY_HEAD)
             streamed = await self.placement.ours(True, self.formats.streamed, head, context)

@@ -30,7 +30,6 @@ class ModelServerClient:
         self.rest = RestClient(rest_ports)
         self.grpc = GrpcClient(grpc_ports)
         self.stream = StreamedPredict()  # Predict with a request sent as it arrives
-        self._next = itertools.count()
         self.targets = [
             Target(i, f"http://{HOST}:{rest}", grpc)
             for i, (rest, grpc) in enumerate(zip(rest_ports, grpc_ports, strict=True))
@@ -46,10 +45,6 @@ class ModelServerClient:
     def grpc_ports(self) -> list[int]:
         return self.grpc.ports
 
-    def pick(self) -> int:
-        """An instance index, round robin."""
-        return next(self._next) % len(self.rest.ports)
-
     def connect(self, target: Target) -> Any:
         """The target's grpc.Channel, made now if it was not yet."""
         if target.channel is None:
@@ -58,7 +53,7 @@ class ModelServerClient:
 
     def metadata(self, model: str, version: str | None, deadline: float) -> dict:
         """The REST metadata of `model` (`version`), cached (RestClient.metadata)."""
-        return self.rest.metadata(self.pick(), model, version, deadline)
+        return self.rest.metadata(self.next_target().index, model, version, deadline)
 
     def forget(self, model: str) -> None:
         """`model` was loaded or unloaded: what is cached about it is stale."""

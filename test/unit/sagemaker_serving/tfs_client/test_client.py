@@ -12,14 +12,14 @@ from sagemaker_serving.tfs_client.client import ModelServerClient
 
 def test_instances_take_turns():
     client = ModelServerClient([1, 2, 3], [4, 5, 6])
-    assert [client.pick() for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+    assert [client.next_target().index for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
     assert (client.rest_ports, client.grpc_ports) == ([1, 2, 3], [4, 5, 6])
 
 
 def test_rest_and_grpc_reach_the_same_model_server(tfs_server):
     client = ModelServerClient([tfs_server.rest_port], [tfs_server.grpc_port])
     deadline = time.monotonic() + 10
-    index = client.pick()
+    index = client.next_target().index
     uri = client.rest.uri(index, "/v1/models/half_plus_two:predict")
     reply = client.rest.request("POST", uri, '{"instances": [4.0]}', deadline)
     request = wire.predict_request("half_plus_two", None, None, {"x": np.array([4.0], np.float32)})
