@@ -9,7 +9,7 @@ application/json body of several values on separate lines is read as JSON Lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeGuard
 
 from sagemaker_serving.config.body_formats import REQUEST_KEYS
@@ -38,8 +38,8 @@ def decode_json(body: bytes, method: str) -> ModelRequest:
     except ValueError as err:
         if TFS_REQUEST_START.match(body[:64]):
             return ModelRequest(body, None)
-        lines = [line.strip() for line in text.splitlines()]
-        if sum(1 for line in lines if line) > 1:
+        lines = text.splitlines()
+        if sum(1 for line in lines if line.strip()) > 1:
             try:
                 return _json_lines(lines, method)
             except PayloadError:
@@ -55,7 +55,7 @@ def decode_json(body: bytes, method: str) -> ModelRequest:
 
 def decode_json_lines(body: bytes, method: str) -> ModelRequest:
     """A JSON Lines body: one instance per non-empty line."""
-    return _json_lines([line.strip() for line in strip_bom(body).split(b"\n")], method)
+    return _json_lines(strip_bom(body).split(b"\n"), method)
 
 
 def json_lines_groups(body: bytes, method: str, size: int) -> Iterator[ModelRequest]:
@@ -63,19 +63,31 @@ def json_lines_groups(body: bytes, method: str, size: int) -> Iterator[ModelRequ
     answer streamed as the model server makes it; a bad line raises PayloadError when its
     group is reached, numbered in the whole body."""
     items: list[bytes] = []
-    for number, line in enumerate(strip_bom(body).split(b"\n"), 1):
+    for line, _ in _records(strip_bom(body).split(b"\n")):
+        items.append(line)
+        if len(items) == size:
+            yield _batch(items, method)
+            items = []
+    if items:
+        yield _batch(items, method)
+
+
+def _records(lines: Iterable[bytes]) -> Iterator[tuple[bytes, Any]]:
+    """The non-empty lines, stripped, with their values; a bad one raises PayloadError naming
+    its number (from 1)."""
+    for number, line in enumerate(lines, 1):
         if not (line := line.strip()):
             continue
         try:
-            loads(line)
+            value, _ = loads(line)
         except ValueError as err:
             raise PayloadError(f"Malformed JSON Lines: line {number}: {err}", 400) from None
-        items.append(line)
-        if len(items) == size:
-            yield ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), size)
-            items = []
-    if items:
-        yield ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), len(items))
+        yield line, value
+
+
+def _batch(items: list[bytes], method: str) -> ModelRequest:
+    """Encoded JSON values as one request's list of instances (or examples)."""
+    return ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), len(items))
 
 
 def _is_tfs_request(value: Any) -> TypeGuard[dict]:
@@ -87,22 +99,16 @@ def _batch_size(request: dict) -> int | None:
     return len(batch) if isinstance(batch, list) else None
 
 
-def _json_lines(lines: list[bytes], method: str) -> ModelRequest:
-    """One instance per non-empty line; `lines` are stripped, numbered from 1. A single line
-    holding a TF Serving request passes through."""
+def _json_lines(lines: Iterable[bytes], method: str) -> ModelRequest:
+    """One instance per non-empty line. A single line holding a TF Serving request passes
+    through."""
     items: list[bytes] = []
     first = None
-    for number, line in enumerate(lines, 1):
-        if not line:
-            continue
-        try:
-            value, _ = loads(line)
-        except ValueError as err:
-            raise PayloadError(f"Malformed JSON Lines: line {number}: {err}", 400) from None
-        first = value if first is None else first
+    for line, value in _records(lines):
+        first = value if not items else first
         items.append(line)
     if not items:
         raise PayloadError("Empty request body: expected JSON Lines", 400)
     if len(items) == 1 and _is_tfs_request(first):
         return ModelRequest(items[0], _batch_size(first))
-    return ModelRequest(wrap(batch_key(method), b"[" + b",".join(items) + b"]"), len(items))
+    return _batch(items, method)

@@ -141,54 +141,27 @@ Example = _message_class("Example")
 ReloadConfigRequest = _message_class("ReloadConfigRequest")
 ReloadConfigResponse = _message_class("ReloadConfigResponse")
 
-# DataType enum values (tensorflow/core/framework/types.proto) <-> numpy
+# DataType enum values (tensorflow/core/framework/types.proto): each one's name, numpy dtype
+# and the repeated TensorProto field holding its values when tensor_content is empty
 DT_STRING = 7
-_DTYPES: dict[int, Any] = {
-    1: np.float32,
-    2: np.float64,
-    3: np.int32,
-    4: np.uint8,
-    5: np.int16,
-    6: np.int8,
-    9: np.int64,
-    10: np.bool_,
-    17: np.uint16,
-    19: np.float16,
-    22: np.uint32,
-    23: np.uint64,
+_TYPES: dict[int, tuple[str, Any, str]] = {
+    1: ("DT_FLOAT", np.float32, "float_val"),
+    2: ("DT_DOUBLE", np.float64, "double_val"),
+    3: ("DT_INT32", np.int32, "int_val"),
+    4: ("DT_UINT8", np.uint8, "int_val"),
+    5: ("DT_INT16", np.int16, "int_val"),
+    6: ("DT_INT8", np.int8, "int_val"),
+    DT_STRING: ("DT_STRING", np.object_, "string_val"),
+    9: ("DT_INT64", np.int64, "int64_val"),
+    10: ("DT_BOOL", np.bool_, "bool_val"),
+    17: ("DT_UINT16", np.uint16, "int_val"),
+    19: ("DT_HALF", np.float16, "half_val"),
+    22: ("DT_UINT32", np.uint32, "uint32_val"),
+    23: ("DT_UINT64", np.uint64, "uint64_val"),
 }
-DTYPE_NAMES: dict[str, int] = {
-    "DT_FLOAT": 1,
-    "DT_DOUBLE": 2,
-    "DT_INT32": 3,
-    "DT_UINT8": 4,
-    "DT_INT16": 5,
-    "DT_INT8": 6,
-    "DT_STRING": 7,
-    "DT_INT64": 9,
-    "DT_BOOL": 10,
-    "DT_UINT16": 17,
-    "DT_HALF": 19,
-    "DT_UINT32": 22,
-    "DT_UINT64": 23,
-}
-DTYPE_ENUM_NAMES = {enum: name for name, enum in DTYPE_NAMES.items()}
-_ENUMS = {np.dtype(kind): enum for enum, kind in _DTYPES.items()}
-# the repeated field holding each dtype's values when tensor_content is empty
-_VALUE_FIELDS = {
-    1: "float_val",
-    2: "double_val",
-    3: "int_val",
-    4: "int_val",
-    5: "int_val",
-    6: "int_val",
-    9: "int64_val",
-    10: "bool_val",
-    17: "int_val",
-    19: "half_val",
-    22: "uint32_val",
-    23: "uint64_val",
-}
+DTYPE_ENUM_NAMES = {enum: name for enum, (name, _, _) in _TYPES.items()}
+DTYPE_NAMES = {name: enum for enum, name in DTYPE_ENUM_NAMES.items()}
+_ENUMS = {np.dtype(kind): enum for enum, (_, kind, _) in _TYPES.items() if enum != DT_STRING}
 
 
 class UnsupportedTensor(ValueError):
@@ -197,11 +170,9 @@ class UnsupportedTensor(ValueError):
 
 def numpy_dtype(enum: int) -> Any:
     """The numpy dtype of a DataType enum value (object for DT_STRING)."""
-    if enum == DT_STRING:
-        return np.object_
-    if enum not in _DTYPES:
+    if enum not in _TYPES:
         raise UnsupportedTensor(f"DataType {enum} is not supported here")
-    return _DTYPES[enum]
+    return _TYPES[enum][1]
 
 
 def tensor_proto(array: np.ndarray, out: Any) -> memoryview | None:
@@ -261,7 +232,7 @@ def to_numpy(proto: Any) -> np.ndarray:
     kind = np.dtype(numpy_dtype(proto.dtype))
     if proto.tensor_content:
         return np.frombuffer(proto.tensor_content, dtype=kind.newbyteorder("<")).reshape(shape)
-    field = getattr(proto, _VALUE_FIELDS[proto.dtype])
+    field = getattr(proto, _TYPES[proto.dtype][2])
     if proto.dtype == 19:  # half_val holds the float16 bit patterns
         values = np.array(field, dtype=np.uint16).view(np.float16)
     else:
