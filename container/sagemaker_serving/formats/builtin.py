@@ -22,7 +22,7 @@ from sagemaker_serving.formats.answers import encode_response, model_server_erro
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.formats.request import ModelRequest, decode_request
-from sagemaker_serving.formats.signature import signature_inputs, signature_outputs
+from sagemaker_serving.formats.signature import signature
 from sagemaker_serving.formats.tensors import TensorRequest
 from sagemaker_serving.tfs_client.client import ModelServerClient
 
@@ -55,10 +55,8 @@ class BuiltinFormats:
         method = context.method or "predict"
         inputs = None
         if media in BINARY_TYPES:
-            metadata = self._metadata(context)
-            inputs = signature_inputs(metadata)
+            inputs, outputs = signature(self._metadata(context))
             if tensors:
-                outputs = signature_outputs(metadata)
                 request = tensor_payloads.tensor_request(body, media, inputs, outputs, method)
                 if request is not None:
                     self._records(request.records)
@@ -70,13 +68,9 @@ class BuiltinFormats:
     def streamed(self, head: bytes, context: Any) -> tensor_payloads.StreamedTensor | None:
         """A large x-npy body that starts with `head`, as a tensor sent as it arrives; None
         when it is read whole (tensors.streamed_npy)."""
-        metadata = self._metadata(context)
+        inputs, outputs = signature(self._metadata(context))
         streamed = tensor_payloads.streamed_npy(
-            head,
-            context.content_length or 0,
-            signature_inputs(metadata),
-            signature_outputs(metadata),
-            context.method or "predict",
+            head, context.content_length or 0, inputs, outputs, context.method or "predict"
         )
         if streamed is not None:
             self._records(streamed.records)

@@ -37,11 +37,28 @@ def decode_request(
 ) -> ModelRequest:
     """Turn a client payload into a TF Serving REST request body for `method`.
 
-    `inputs` (from signature_inputs) steers the binary formats; None means unknown.
+    `inputs` (signature's) steers the binary formats; None means unknown.
     Raises PayloadError (400 bad payload, 415 unsupported type or no fitting model input).
     """
+    if method not in METHODS:
+        raise PayloadError(f"Unsupported method: {method} (expected {EXPECTED[METHOD]})", 400)
+    ctype = media_type(content_type)
     with client_bytes(content_type):
-        return _decode_request(body, content_type, inputs, method)
+        if ctype in JSON_TYPES:
+            return decode_json(body, method)
+        if ctype in JSON_LINES_TYPES:
+            return decode_json_lines(body, method)
+        if ctype == CSV:
+            params = media_params(content_type)
+            header = params.get("header", "").lower() == "present"
+            return decode_csv(body, params.get("charset", "utf-8"), header, method)
+        if ctype in BYTES_TYPES:
+            return decode_bytes(body, ctype, inputs)
+        if ctype == NPY:
+            return decode_npy(body, inputs)
+        if ctype in TFEXAMPLE_TYPES:
+            return decode_tfexample(body, inputs, method)
+        raise PayloadError(f"Unsupported Media Type: {content_type or 'Unknown'}", 415)
 
 
 @contextlib.contextmanager
@@ -57,29 +74,3 @@ def client_bytes(content_type: str | None) -> Iterator[None]:
         raise PayloadError(
             f"Could not decode the {what} body: {type(err).__name__}: {err}", 400
         ) from None
-
-
-def _decode_request(
-    body: bytes,
-    content_type: str,
-    inputs: Mapping[str, InputSpec] | None,
-    method: str,
-) -> ModelRequest:
-    if method not in METHODS:
-        raise PayloadError(f"Unsupported method: {method} (expected {EXPECTED[METHOD]})", 400)
-    ctype = media_type(content_type)
-    if ctype in JSON_TYPES:
-        return decode_json(body, method)
-    if ctype in JSON_LINES_TYPES:
-        return decode_json_lines(body, method)
-    if ctype == CSV:
-        params = media_params(content_type)
-        header = params.get("header", "").lower() == "present"
-        return decode_csv(body, params.get("charset", "utf-8"), header, method)
-    if ctype in BYTES_TYPES:
-        return decode_bytes(body, ctype, inputs)
-    if ctype == NPY:
-        return decode_npy(body, inputs)
-    if ctype in TFEXAMPLE_TYPES:
-        return decode_tfexample(body, inputs, method)
-    raise PayloadError(f"Unsupported Media Type: {content_type or 'Unknown'}", 415)

@@ -9,7 +9,7 @@ from typing import Any
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.tfs_client.wire import DTYPE_ENUM_NAMES  # TF's protos' wire subset
 
-__all__ = ["InputSpec", "signature_inputs", "signature_outputs", "string_inputs"]
+__all__ = ["InputSpec", "signature", "string_inputs"]
 
 
 @dataclass(frozen=True)
@@ -21,21 +21,23 @@ class InputSpec:
     shape: tuple[int, ...] | None
 
 
-def signature_inputs(
-    metadata: dict, signature_name: str = "serving_default"
-) -> dict[str, InputSpec]:
-    """Inputs of one signature from TF Serving's GET /v1/models/<m>/metadata JSON, by alias.
-
-    InputSpec.name is the alias (the key requests use), not the graph tensor name.
-    """
-    return _signature_tensors(metadata, signature_name, "inputs")
-
-
-def signature_outputs(
-    metadata: dict, signature_name: str = "serving_default"
-) -> dict[str, InputSpec]:
-    """Outputs of one signature, by alias (the names TF Serving responses use)."""
-    return _signature_tensors(metadata, signature_name, "outputs")
+def signature(
+    metadata: dict, name: str = "serving_default"
+) -> tuple[dict[str, InputSpec], dict[str, InputSpec]]:
+    """The (inputs, outputs) of one signature from TF Serving's GET /v1/models/<m>/metadata
+    JSON, by alias (the key requests and answers use, not the graph tensor name)."""
+    try:
+        signatures = metadata["metadata"]["signature_def"]["signature_def"]
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"model metadata has no signature_def: {err!r}") from None
+    if name not in signatures:
+        available = ", ".join(sorted(signatures)) or "none"
+        raise PayloadError(
+            f'Serving signature name: "{name}" not found in signature def (available: {available})',
+            400,
+        )
+    chosen = signatures[name]
+    return _tensors(chosen.get("inputs")), _tensors(chosen.get("outputs"))
 
 
 def string_inputs(inputs: Mapping[str, InputSpec]) -> list[str]:
@@ -53,20 +55,9 @@ def _dtype_name(value: Any) -> str:
     return str(value) if value else "DT_INVALID"
 
 
-def _signature_tensors(metadata: dict, signature_name: str, side: str) -> dict[str, InputSpec]:
-    try:
-        signatures = metadata["metadata"]["signature_def"]["signature_def"]
-    except (KeyError, TypeError) as err:
-        raise ValueError(f"model metadata has no signature_def: {err!r}") from None
-    if signature_name not in signatures:
-        available = ", ".join(sorted(signatures)) or "none"
-        raise PayloadError(
-            f'Serving signature name: "{signature_name}" not found in signature def '
-            f"(available: {available})",
-            400,
-        )
+def _tensors(side: dict | None) -> dict[str, InputSpec]:
     specs: dict[str, InputSpec] = {}
-    for alias, info in (signatures[signature_name].get(side) or {}).items():
+    for alias, info in (side or {}).items():
         shape_info = info.get("tensor_shape")
         shape: tuple[int, ...] | None
         if shape_info is None or shape_info.get("unknown_rank"):

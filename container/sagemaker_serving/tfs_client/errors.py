@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from sagemaker_serving.errors import StatusError
 
-UNAVAILABLE = "The model server is unavailable"  # why (refused, reset, ...) goes to the log
+log = logging.getLogger(__name__)
+
+UNAVAILABLE = "The model server is unavailable"
+TOO_LATE = "The model server did not answer before the request deadline"
+DEADLINE_PASSED = "The request deadline passed before the model server answered"
 
 
 class ModelServerError(StatusError):
@@ -26,10 +31,14 @@ class ConfigRefused:
 
 
 class ModelServerUnavailable(ModelServerError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, 503)
+    """503: the model server could not be reached. Why (refused, reset, at which internal
+    address) goes to the log, never to the client."""
+
+    def __init__(self, reason: object) -> None:
+        log.warning("the model server is unavailable: %s", reason)
+        super().__init__(UNAVAILABLE, 503)
 
 
 class ModelServerTimeout(ModelServerError):
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str = TOO_LATE) -> None:
         super().__init__(message, 504)

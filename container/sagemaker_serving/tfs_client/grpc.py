@@ -6,14 +6,13 @@ code (503 ModelServerUnavailable, 504 ModelServerTimeout) and the model server's
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from sagemaker_serving.tfs_client.errors import (
-    UNAVAILABLE,
+    DEADLINE_PASSED,
     ConfigRefused,
     ModelServerError,
     ModelServerTimeout,
@@ -27,11 +26,8 @@ from sagemaker_serving.tfs_client.wire import (
 )
 from tfs_rest_json.status_codes import http_status
 
-log = logging.getLogger(__name__)
-
 MAX_MESSAGE_BYTES = 2**31 - 1
-_NOT_ANSWERED = "The request deadline passed before the model server answered"
-_NOT_ASKED = "The deadline passed before the model server was asked"
+_RELOAD_TOO_LATE = "The deadline passed before the model server was asked"
 # gRPC codes of a call that did not reach the model server or was not answered in time
 _NOT_REACHED = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED"})
 
@@ -68,7 +64,7 @@ class GrpcClient:
         call = self._predict_calls.get(index)
         if call is None:
             call = self._predict_calls[index] = self.channel(index).unary_unary(PREDICT_METHOD)
-        return _call(call, request, deadline, _NOT_ANSWERED)
+        return _call(call, request, deadline, DEADLINE_PASSED)
 
     def reload_config(self, index: int, config: bytes, deadline: float) -> ConfigRefused | None:
         """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
@@ -80,7 +76,7 @@ class GrpcClient:
         call = self.channel(index).unary_unary(RELOAD_CONFIG_METHOD)
         request = ReloadConfigRequest(config=config).SerializeToString()
         try:
-            answer = _call(call, request, deadline, _NOT_ASKED, raw=True)
+            answer = _call(call, request, deadline, _RELOAD_TOO_LATE, raw=True)
         except grpc.RpcError as exc:
             code = exc.code()
             if code is None or code.name in _NOT_REACHED:
@@ -119,11 +115,10 @@ def status_error(code: int | str, details: str) -> ModelServerError:
     Serving's REST status for the code, and its text."""
     name = code if isinstance(code, str) else code_name(code)
     details = details or name
-    if name == "UNAVAILABLE":  # the details name internal addresses: the log has them
-        log.warning("the model server is unavailable: %s", details)
-        return ModelServerUnavailable(UNAVAILABLE)
+    if name == "UNAVAILABLE":
+        return ModelServerUnavailable(details)
     if name == "DEADLINE_EXCEEDED":
-        return ModelServerTimeout("The model server did not answer before the request deadline")
+        return ModelServerTimeout()
     return ModelServerError(details, http_status(name))
 
 

@@ -11,25 +11,17 @@ frames, as the model server's flow-control window lets them.
 from __future__ import annotations
 
 import asyncio
-import logging
 import struct
 import time
 from collections.abc import AsyncIterator
 from urllib.parse import unquote
 
 from sagemaker_serving.errors import StatusError
-from sagemaker_serving.tfs_client.errors import (
-    UNAVAILABLE,
-    ModelServerTimeout,
-    ModelServerUnavailable,
-)
+from sagemaker_serving.tfs_client.errors import ModelServerTimeout, ModelServerUnavailable
 from sagemaker_serving.tfs_client.grpc import status_error
 from sagemaker_serving.tfs_client.wire import PREDICT_METHOD
 
-log = logging.getLogger(__name__)
-
 _READ = 1 << 16
-_TOO_LATE = "The model server did not answer before the request deadline"
 
 
 class BodyCut(StatusError):
@@ -49,17 +41,16 @@ class StreamedPredict:
         yields (the request's last field's value), within the deadline."""
         timeout = deadline - time.monotonic()
         if timeout <= 0:
-            raise ModelServerTimeout(_TOO_LATE)
+            raise ModelServerTimeout()
         connection = None
         try:
             async with asyncio.timeout(timeout):
                 connection = await _Connection.open(port)
                 return await connection.call(head, values, size, timeout)
         except TimeoutError:
-            raise ModelServerTimeout(_TOO_LATE) from None
+            raise ModelServerTimeout() from None
         except (OSError, EOFError, _Broken) as exc:
-            log.warning("the model server is unavailable: %s", exc)
-            raise ModelServerUnavailable(UNAVAILABLE) from None
+            raise ModelServerUnavailable(exc) from None
         finally:
             if connection is not None:
                 connection.close()

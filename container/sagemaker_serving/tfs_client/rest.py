@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -26,7 +25,7 @@ from requests.structures import CaseInsensitiveDict
 
 from sagemaker_serving.tfs_client import health, loop_thread
 from sagemaker_serving.tfs_client.errors import (
-    UNAVAILABLE,
+    DEADLINE_PASSED,
     ModelServerError,
     ModelServerTimeout,
     ModelServerUnavailable,
@@ -40,14 +39,9 @@ from sagemaker_serving.tfs_client.http11 import (
 )
 from sagemaker_serving.tfs_client.responses import as_response
 
-log = logging.getLogger(__name__)
-
 POOL_SIZE = 32  # idle keep-alive connections kept per instance (and event loop)
 HOST = "127.0.0.1"
 JSON_HEADERS = {"Content-Type": "application/json"}
-
-_BEFORE_DEADLINE = "The request deadline passed before the model server answered"
-_PAST_DEADLINE = "The model server did not answer before the request deadline"
 
 
 class RestClient:
@@ -90,7 +84,7 @@ class RestClient:
         try:
             return loop_thread.run(exchange, deadline)
         except TimeoutError as exc:  # the loop did not settle the exchange by its deadline
-            raise ModelServerTimeout(_PAST_DEADLINE) from exc
+            raise ModelServerTimeout() from exc
 
     async def _exchange(
         self,
@@ -189,7 +183,7 @@ class _Call:
         if isinstance(body, str):
             body = body.encode()
         if deadline <= time.monotonic():
-            raise ModelServerTimeout(_BEFORE_DEADLINE)
+            raise ModelServerTimeout(DEADLINE_PASSED)
         split = urlsplit(uri)
         path = f"{split.path}?{split.query}" if split.query else split.path
         headers = JSON_HEADERS if body is not None else {}
@@ -214,10 +208,9 @@ def _model_server_errors() -> Iterator[None]:
     try:
         yield
     except PastDeadline as exc:
-        raise ModelServerTimeout(_PAST_DEADLINE) from exc
-    except Unreachable as exc:  # the reason names internal addresses: the log has it
-        log.warning("the model server is unavailable: %s", exc)
-        raise ModelServerUnavailable(UNAVAILABLE) from exc
+        raise ModelServerTimeout() from exc
+    except Unreachable as exc:
+        raise ModelServerUnavailable(exc) from exc
 
 
 def response(answer: Answer, request: requests.PreparedRequest) -> requests.Response:

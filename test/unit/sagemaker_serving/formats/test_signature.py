@@ -8,8 +8,7 @@ import pytest
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.signature import (
     InputSpec,
-    signature_inputs,
-    signature_outputs,
+    signature,
     string_inputs,
 )
 
@@ -44,24 +43,24 @@ METADATA = {
 
 
 def test_signature_inputs():
-    inputs = signature_inputs(METADATA)
+    inputs, _ = signature(METADATA)
     assert inputs == {
         "image_bytes": InputSpec("image_bytes", "DT_STRING", (-1,)),
         "scale": InputSpec("scale", "DT_FLOAT", (-1, 3)),
         "anything": InputSpec("anything", "DT_INT64", None),
         "scalar": InputSpec("scalar", "DT_INT32", ()),
     }
-    assert signature_inputs(METADATA, "regress_x") == {}
+    assert signature(METADATA, "regress_x") == ({}, {})
     assert string_inputs(inputs) == ["image_bytes"]
 
 
 def test_signature_outputs_name_a_numeric_dtype():
-    assert signature_outputs(METADATA) == {"y": InputSpec("y", "DT_FLOAT", (-1,))}
+    assert signature(METADATA)[1] == {"y": InputSpec("y", "DT_FLOAT", (-1,))}
 
 
 def test_signature_inputs_missing_signature_400():
     with pytest.raises(PayloadError) as info:
-        signature_inputs(METADATA, "nope")
+        signature(METADATA, "nope")
     assert info.value.status == 400
     assert '"nope"' in info.value.message
     assert "regress_x, serving_default" in info.value.message
@@ -69,4 +68,4 @@ def test_signature_inputs_missing_signature_400():
 
 def test_signature_inputs_bad_metadata():
     with pytest.raises(ValueError):
-        signature_inputs({"error": "x"})
+        signature({"error": "x"})
