@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request_body import ModelRequest, json_key, wrap
-from sagemaker_serving.formats.signature import InputSpec, string_inputs
+from sagemaker_serving.formats.signature import InputSpec, single_string_input, string_inputs
 
 __all__ = ["decode_bytes"]
 
@@ -19,15 +19,10 @@ def decode_bytes(body: bytes, ctype: str, inputs: Mapping[str, InputSpec] | None
     if not body:
         raise PayloadError(f"Empty request body for {ctype}", 400)
     b64 = b'{"b64":"' + base64.b64encode(body) + b'"}'
-    if inputs is None:
-        return ModelRequest(wrap("instances", b"[" + b64 + b"]"), 1)
-    if len(inputs) == 1:
-        (spec,) = inputs.values()
-        if spec.dtype != "DT_STRING":
-            raise _no_bytes_input(ctype, inputs)
+    if inputs is None or single_string_input(inputs):
         return ModelRequest(wrap("instances", b"[" + b64 + b"]"), 1)
     strings = string_inputs(inputs)
-    if len(strings) != 1:
+    if len(inputs) == 1 or len(strings) != 1:
         raise _no_bytes_input(ctype, inputs)
     return ModelRequest(wrap("instances", b"[{" + json_key(strings[0]) + b":" + b64 + b"}]"), 1)
 

@@ -9,7 +9,7 @@ from typing import Any
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.tfs_client.wire import DTYPE_ENUM_NAMES  # TF's protos' wire subset
 
-__all__ = ["InputSpec", "signature", "string_inputs"]
+__all__ = ["InputSpec", "signature", "single_string_input", "string_inputs"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,15 @@ def signature(
 def string_inputs(inputs: Mapping[str, InputSpec]) -> list[str]:
     """The names of the DT_STRING inputs."""
     return [name for name, spec in inputs.items() if spec.dtype == "DT_STRING"]
+
+
+def single_string_input(inputs: Mapping[str, InputSpec]) -> str | None:
+    """The name of the model's only input when it is DT_STRING, else None."""
+    if len(inputs) == 1:
+        (spec,) = inputs.values()
+        if spec.dtype == "DT_STRING":
+            return spec.name
+    return None
 
 
 def _dim(value: Any) -> int:

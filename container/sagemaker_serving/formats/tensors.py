@@ -20,7 +20,7 @@ import numpy as np
 from sagemaker_serving.config.body_formats import BYTES_TYPES, NPY, TFEXAMPLE_TYPES
 from sagemaker_serving.formats.npy import npy_header, npy_target
 from sagemaker_serving.formats.request import client_bytes
-from sagemaker_serving.formats.signature import InputSpec
+from sagemaker_serving.formats.signature import InputSpec, single_string_input
 from sagemaker_serving.formats.tfexample import parse_examples, split_tfrecords
 from sagemaker_serving.tfs_client.wire import (
     DTYPE_NAMES,
@@ -70,23 +70,15 @@ def _strings(values: list[bytes]) -> np.ndarray:
     return array
 
 
-def _single_string_input(inputs: Mapping[str, InputSpec]) -> str | None:
-    if len(inputs) == 1:
-        (spec,) = inputs.values()
-        if spec.dtype == "DT_STRING":
-            return spec.name
-    return None
-
-
 def _bytes_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
-    name = _single_string_input(inputs)
+    name = single_string_input(inputs)
     if name is None:
         return None  # the REST decoder explains which input is missing or ambiguous
     return TensorRequest({name: _strings([body])}, 1)
 
 
 def _examples_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
-    name = _single_string_input(inputs)
+    name = single_string_input(inputs)
     if name is None:
         return None  # features mapped to inputs by name: the REST path
     records = split_tfrecords(body) or [body]

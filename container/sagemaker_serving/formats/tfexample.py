@@ -13,7 +13,7 @@ from google.protobuf.message import DecodeError
 
 from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request_body import ModelRequest, batch_key, dumps, wrap
-from sagemaker_serving.formats.signature import InputSpec, string_inputs
+from sagemaker_serving.formats.signature import InputSpec, single_string_input, string_inputs
 from sagemaker_serving.formats.tfrecord import TFRecordError, walk_frames
 from sagemaker_serving.tfs_client.wire import Example  # TF's protos' wire subset
 
@@ -70,7 +70,7 @@ def decode_tfexample(
     def b64(record: bytes) -> bytes:
         return b'{"b64":"' + base64.b64encode(record) + b'"}'
 
-    if not inputs or (len(inputs) == 1 and string_inputs(inputs)):
+    if not inputs or single_string_input(inputs):
         return ModelRequest(wrap("instances", b"[" + b",".join(map(b64, records)) + b"]"), count)
     strings = string_inputs(inputs)
     serialized_input = strings[0] if len(strings) == 1 else None

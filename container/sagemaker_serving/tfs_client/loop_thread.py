@@ -12,7 +12,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -34,16 +34,6 @@ def run(coro: Coroutine[Any, Any, T], deadline: float) -> T:
     except TimeoutError:
         future.cancel()
         raise
-
-
-def call(fn: Callable[[], Any]) -> None:
-    """fn() on this process's client loop (now, when it has none)."""
-    with _lock:
-        loop = _loop if _owner[0] == os.getpid() else None
-    if loop is None or loop.is_closed():
-        fn()
-    else:
-        loop.call_soon_threadsafe(fn)
 
 
 def _running() -> asyncio.AbstractEventLoop:

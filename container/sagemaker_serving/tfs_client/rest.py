@@ -159,13 +159,6 @@ class RestClient:
         with self._lock:
             self._metadata.clear()
 
-    def close(self) -> None:
-        """Close every pooled connection."""
-        pools, self._pools = list(self._pools.values()), {}
-        _close_all(pools)
-        own, self._own_pools = list(self._own_pools.values()), {}
-        loop_thread.call(lambda: _close_all(own))
-
 
 @dataclass(frozen=True)
 class _Call:
@@ -195,11 +188,6 @@ class _Call:
         request.method, request.url, request.body = self.method, self.uri, self.body
         request.headers = CaseInsensitiveDict(self.headers)
         return request
-
-
-def _close_all(pools: list[ConnectionPool]) -> None:
-    for pool in pools:
-        pool.close()
 
 
 @contextlib.contextmanager

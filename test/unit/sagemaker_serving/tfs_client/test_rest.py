@@ -46,10 +46,8 @@ def deadline(seconds: float = 10.0) -> float:
 
 
 @pytest.fixture(scope="module")
-def rest(tfs_server) -> Iterator[RestClient]:
-    client = RestClient([tfs_server.rest_port])
-    yield client
-    client.close()
+def rest(tfs_server) -> RestClient:
+    return RestClient([tfs_server.rest_port])
 
 
 def test_an_answer_is_a_requests_response(rest, call):
@@ -373,7 +371,6 @@ def test_threads_and_an_event_loop_keep_their_own_connections(loopback):
             assert reply.json() == {"a": 1}
 
     asyncio.run(on_the_loop())
-    client.close()
     assert len(loopback.requests) == 20 and len(loopback.connections) == 2
 
 
@@ -397,4 +394,3 @@ def test_a_forked_child_makes_its_own_synchronous_calls(loopback):
         os.kill(pid, 9)
         os.waitpid(pid, 0)
     assert ended[0] == pid and os.waitstatus_to_exitcode(ended[1]) == 0
-    client.close()
