@@ -12,12 +12,10 @@ its error answers where the caller asks for them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import requests
@@ -31,7 +29,6 @@ from sagemaker_serving.tfs_client.errors import (
     ModelServerUnavailable,
 )
 from sagemaker_serving.tfs_client.http11 import (
-    Answer,
     ConnectionPool,
     PastDeadline,
     Refused,
@@ -95,21 +92,34 @@ class RestClient:
         deadline: float,
         failover: bool = False,
     ) -> requests.Response:
-        call = _Call.of(method, uri, body, deadline)
-        ports = self._failover_order(call.port) if failover else [call.port]
-        with _model_server_errors():
+        if isinstance(body, str):
+            body = body.encode()
+        if deadline <= time.monotonic():
+            raise ModelServerTimeout(DEADLINE_PASSED)
+        split = urlsplit(uri)
+        path = f"{split.path}?{split.query}" if split.query else split.path
+        headers = JSON_HEADERS if body is not None else {}
+        port = split.port or 80
+        ports = self._failover_order(port) if failover else [port]
+        try:
             for tried, port in enumerate(ports, 1):
                 pool = pools.get(port) or pools.setdefault(
                     port, ConnectionPool(HOST, port, self.pool_size)
                 )
-                exchange = pool.exchange(method, call.path, call.body, call.headers, deadline)
                 try:
-                    answer = await exchange
+                    answer = await pool.exchange(method, path, body, headers, deadline)
                     break
                 except Refused:
                     if tried == len(ports):
                         raise
-        return response(answer, call.sent())
+        except PastDeadline as exc:
+            raise ModelServerTimeout() from exc
+        except Unreachable as exc:
+            raise ModelServerUnavailable(exc) from exc
+        sent = requests.PreparedRequest()  # set field by field: no `prepare()`
+        sent.method, sent.url, sent.body = method, uri, body
+        sent.headers = CaseInsensitiveDict(headers)
+        return as_response(answer.status, answer.reason, answer.headers, answer.body, uri, sent)
 
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
         """{version: state} of `model` on instance `index`; {} when it is unknown there."""
@@ -158,54 +168,6 @@ class RestClient:
         """Drop all cached metadata (the model servers' models changed)."""
         with self._lock:
             self._metadata.clear()
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One request to a model server URI, checked and split for a connection pool."""
-
-    method: str
-    uri: str
-    port: int
-    path: str
-    body: bytes | None
-    headers: dict[str, str]
-
-    @classmethod
-    def of(cls, method: str, uri: str, body: bytes | str | None, deadline: float) -> _Call:
-        if isinstance(body, str):
-            body = body.encode()
-        if deadline <= time.monotonic():
-            raise ModelServerTimeout(DEADLINE_PASSED)
-        split = urlsplit(uri)
-        path = f"{split.path}?{split.query}" if split.query else split.path
-        headers = JSON_HEADERS if body is not None else {}
-        return cls(method, uri, split.port or 80, path, body, headers)
-
-    def sent(self) -> requests.PreparedRequest:
-        """What was sent, as the answer's `request` (set field by field: no `prepare()`)."""
-        request = requests.PreparedRequest()
-        request.method, request.url, request.body = self.method, self.uri, self.body
-        request.headers = CaseInsensitiveDict(self.headers)
-        return request
-
-
-@contextlib.contextmanager
-def _model_server_errors() -> Iterator[None]:
-    """A pool's Unreachable and PastDeadline as the service's 503 and 504."""
-    try:
-        yield
-    except PastDeadline as exc:
-        raise ModelServerTimeout() from exc
-    except Unreachable as exc:
-        raise ModelServerUnavailable(exc) from exc
-
-
-def response(answer: Answer, request: requests.PreparedRequest) -> requests.Response:
-    """A `requests.Response` of `answer` (the body as `raw`)."""
-    return as_response(
-        answer.status, answer.reason, answer.headers, answer.body, request.url or "", request
-    )
 
 
 def error_text(reply: requests.Response) -> str:
