@@ -149,22 +149,17 @@ def guarded(app: Asgi) -> Asgi:
         except Exception:
             log.exception("unhandled error in the service")
             request_id = dict(scope.get("headers") or ()).get(_REQUEST_ID_NAME, b"")
+            body = error_body(_FAILED, request_id.decode("latin-1"))
+            head = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+                (b"connection", b"close"),
+            ]
             with contextlib.suppress(RuntimeError):  # uvicorn's: the answer had started
-                await _send_error(send, 500, _FAILED, request_id, close=True)
+                await send({"type": "http.response.start", "status": 500, "headers": head})
+                await send({"type": "http.response.body", "body": body})
 
     return asgi
-
-
-async def _send_error(
-    send: Any, status: int, message: str, request_id: bytes, close: bool = False
-) -> None:
-    """An error answer from outside falcon's app (ASGI messages), with the one JSON body."""
-    body = error_body(message, request_id.decode("latin-1"))
-    head = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    if close:
-        head.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": head})
-    await send({"type": "http.response.body", "body": body})
 
 
 class ServiceLogger(glogging.Logger):

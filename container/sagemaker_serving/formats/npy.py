@@ -19,25 +19,17 @@ from sagemaker_serving.formats.errors import PayloadError
 from sagemaker_serving.formats.request_body import ModelRequest, dumps, json_key, wrap
 from sagemaker_serving.formats.signature import InputSpec
 
-__all__ = ["decode_npy", "npy_header", "npy_target"]
+__all__ = ["decode_npy", "npy_array", "npy_header", "npy_target"]
 
 
 def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequest:
     """A .npy or .npz body; `inputs` (None: unknown) picks the input a lone array feeds."""
     import numpy as np
 
-    header = npy_header(body)
-    if header is not None:
-        shape, _, dtype, offset = header
-        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if len(body) - offset < size:
-            raise PayloadError(
-                f"application/x-npy: the array's header says {size} bytes of values "
-                f"({dtype} {shape}), the body holds {len(body) - offset}",
-                400,
-            )
     try:
-        loaded = np.load(io.BytesIO(body), allow_pickle=False)
+        loaded = npy_array(body)
+    except PayloadError:
+        raise
     except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
         raise PayloadError(f"Could not read application/x-npy body: {err}", 400) from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # .npz: one array per input name
@@ -65,6 +57,30 @@ def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequ
         )
     name = npy_target(array, inputs)
     return ModelRequest(wrap("inputs", b"{" + json_key(name) + b":" + encoded + b"}"), records)
+
+
+def npy_array(body: bytes) -> Any:
+    """A .npy body's array, over the body's own bytes when it is a plain array (np.load would
+    copy them: an asynchronous endpoint's body is up to 1 GiB); else np.load's (an .npz
+    archive: its NpzFile). A plain array cut short is a 400 that says what its header
+    promised and what came."""
+    import numpy as np
+
+    header = npy_header(body)
+    if header is not None:
+        shape, fortran, dtype, offset = header
+        count = int(np.prod(shape, dtype=np.int64))
+        size = count * dtype.itemsize
+        if len(body) - offset < size:
+            raise PayloadError(
+                f"application/x-npy: the array's header says {size} bytes of values "
+                f"({dtype} {shape}), the body holds {len(body) - offset}",
+                400,
+            )
+        if len(body) - offset == size:
+            flat = np.frombuffer(body, dtype, count, offset)
+            return flat.reshape(shape, order="F" if fortran else "C")
+    return np.load(io.BytesIO(body), allow_pickle=False)
 
 
 def npy_header(body: bytes) -> tuple[tuple[int, ...], bool, Any, int] | None:

@@ -10,7 +10,6 @@ answers exactly as before; `tensor_request` returns None for them.
 
 from __future__ import annotations
 
-import io
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from sagemaker_serving.config.body_formats import BYTES_TYPES, NPY, TFEXAMPLE_TYPES
-from sagemaker_serving.formats.npy import npy_header, npy_target
+from sagemaker_serving.formats.npy import npy_array, npy_header, npy_target
 from sagemaker_serving.formats.request import client_bytes
 from sagemaker_serving.formats.signature import InputSpec, single_string_input
 from sagemaker_serving.formats.tfexample import parse_examples, split_tfrecords
@@ -88,7 +87,7 @@ def _examples_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorReq
 
 def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
     try:
-        array = _npy_view(body)
+        array = npy_array(body)
     except Exception:
         return None  # the REST decoder answers 400 with numpy's reason
     if not isinstance(array, np.ndarray) or array.dtype.names or not inputs:
@@ -176,19 +175,6 @@ async def cast_values(chunks: AsyncIterator[bytes], source: np.dtype) -> AsyncIt
         whole = len(data) - len(data) % source.itemsize
         rest = data[whole:]
         yield np.frombuffer(data, source, whole // source.itemsize).astype("<f4").tobytes()
-
-
-def _npy_view(body: bytes) -> Any:
-    """A .npy body's array over the body's own bytes (np.load would copy them: an
-    asynchronous endpoint's body is up to 1 GiB); np.load's for anything but a plain array."""
-    header = npy_header(body)
-    if header is not None:
-        shape, fortran, dtype, offset = header
-        count = int(np.prod(shape, dtype=np.int64))
-        if len(body) - offset == count * dtype.itemsize:
-            flat = np.frombuffer(body, dtype, count, offset)
-            return flat.reshape(shape, order="F" if fortran else "C")
-    return np.load(io.BytesIO(body), allow_pickle=False)
 
 
 def _utf8(item: Any) -> bytes:
