@@ -200,7 +200,7 @@ class Pipeline:
                 "POST", context.rest_uri, request.body, context.deadline
             )
             if response.status_code != 200:
-                raise ModelServerError(error_text(response), response.status_code)
+                raise ModelServerError(error_text(response.content), response.status_code)
             text, _ = await self.placement.ours(False, self.formats.answer, response, lines)
             for line in bytes(text).splitlines():
                 yield line + b"\n"

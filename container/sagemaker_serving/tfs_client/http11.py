@@ -8,8 +8,7 @@ measures it against aiohttp and httpx (docs/performance.md has the figures): it 
 is at least 10 % faster than the better of them at 16 concurrent requests and at 1.
 
 Connections belong to the event loop that opened them; a pool used from another loop (falcon's
-test client runs one per thread) drops the idle ones it cannot use. Synchronous callers go
-through rest.RestClient.request, which runs the same exchange on an event loop of its own.
+test client runs one per thread) drops the idle ones it cannot use.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 `requests.Response`.
 
 One connection pool per model server instance (at most POOL_SIZE idle connections kept; more
-concurrent requests get connections that close after use). `arequest` is made from the
-caller's event loop; `request`, for a caller on a thread (the built-in formats' metadata, the
-multi-model status polls), makes the same exchange on this process's client loop (loop_thread).
+concurrent requests get connections that close after use), used from the caller's event loop
+(`arequest`); a caller on a thread GETs on a connection of its own (`get`).
 Each call has the request's deadline: 503 ModelServerUnavailable when the model server is down,
 504 ModelServerTimeout past the deadline, ModelServerError with TF Serving's status and text for
 its error answers where the caller asks for them.
@@ -12,6 +11,7 @@ its error answers where the caller asks for them.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import requests
 from requests.structures import CaseInsensitiveDict
 
-from sagemaker_serving.tfs_client import health, loop_thread
+from sagemaker_serving.tfs_client import health
 from sagemaker_serving.tfs_client.errors import (
     DEADLINE_PASSED,
     ModelServerError,
@@ -47,8 +47,7 @@ class RestClient:
     def __init__(self, ports: Sequence[int], pool_size: int = POOL_SIZE) -> None:
         self.ports = list(ports)
         self.pool_size = pool_size
-        self._pools: dict[int, ConnectionPool] = {}  # the callers' event loop's
-        self._own_pools: dict[int, ConnectionPool] = {}  # the client loop's (`request`)
+        self._pools: dict[int, ConnectionPool] = {}
         self._lock = threading.Lock()
         self._metadata: dict[tuple[str, str | None], dict] = {}
 
@@ -63,35 +62,6 @@ class RestClient:
         and read the whole answer; 503/504 ModelServerErrors when the model server is down or
         too slow. An instance that refuses the connection (down, restarting: nothing was sent)
         passes the request on to the next one."""
-        return await self._exchange(self._pools, method, uri, body, deadline, failover=True)
-
-    def _failover_order(self, port: int) -> list[int]:
-        """`port` first, then the other instances' in turn (a port of no instance alone)."""
-        if port not in self.ports:
-            return [port]
-        i = self.ports.index(port)
-        return self.ports[i:] + self.ports[:i]
-
-    def request(
-        self, method: str, uri: str, body: bytes | str | None, deadline: float
-    ) -> requests.Response:
-        """`arequest` for a caller that is not on an event loop (a thread): the same answer and
-        errors, the exchange made on this process's client loop."""
-        exchange = self._exchange(self._own_pools, method, uri, body, deadline)
-        try:
-            return loop_thread.run(exchange, deadline)
-        except TimeoutError as exc:  # the loop did not settle the exchange by its deadline
-            raise ModelServerTimeout() from exc
-
-    async def _exchange(
-        self,
-        pools: dict[int, ConnectionPool],
-        method: str,
-        uri: str,
-        body: bytes | str | None,
-        deadline: float,
-        failover: bool = False,
-    ) -> requests.Response:
         if isinstance(body, str):
             body = body.encode()
         if deadline <= time.monotonic():
@@ -99,11 +69,10 @@ class RestClient:
         split = urlsplit(uri)
         path = f"{split.path}?{split.query}" if split.query else split.path
         headers = JSON_HEADERS if body is not None else {}
-        port = split.port or 80
-        ports = self._failover_order(port) if failover else [port]
+        ports = self._failover_order(split.port or 80)
         try:
             for tried, port in enumerate(ports, 1):
-                pool = pools.get(port) or pools.setdefault(
+                pool = self._pools.get(port) or self._pools.setdefault(
                     port, ConnectionPool(HOST, port, self.pool_size)
                 )
                 try:
@@ -121,6 +90,32 @@ class RestClient:
         sent.headers = CaseInsensitiveDict(headers)
         return as_response(answer.status, answer.reason, answer.headers, answer.body, uri, sent)
 
+    def _failover_order(self, port: int) -> list[int]:
+        """`port` first, then the other instances' in turn (a port of no instance alone)."""
+        if port not in self.ports:
+            return [port]
+        i = self.ports.index(port)
+        return self.ports[i:] + self.ports[:i]
+
+    def get(self, index: int, path: str, deadline: float) -> tuple[int, bytes]:
+        """(status, body) of GET `path` on instance `index`, for a caller on a thread (the
+        built-in formats' metadata, the multi-model status polls: seldom, so on a connection
+        of its own); 503/504 as `arequest`."""
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise ModelServerTimeout(DEADLINE_PASSED)
+        conn = http.client.HTTPConnection(HOST, self.ports[index], timeout=timeout)
+        try:
+            conn.request("GET", path)
+            reply = conn.getresponse()
+            return reply.status, reply.read()
+        except TimeoutError as exc:
+            raise ModelServerTimeout() from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise ModelServerUnavailable(exc) from exc
+        finally:
+            conn.close()
+
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
         """{version: state} of `model` on instance `index`; {} when it is unknown there."""
         status = self._model_status(index, model, deadline)
@@ -134,12 +129,12 @@ class RestClient:
 
     def _model_status(self, index: int, model: str, deadline: float) -> bytes | None:
         """The model status answer of `model` on instance `index`; None when it is unknown."""
-        reply = self.request("GET", self.uri(index, health.model_path(model)), None, deadline)
-        if reply.status_code == 404:
+        status, body = self.get(index, health.model_path(model), deadline)
+        if status == 404:
             return None
-        if reply.status_code != 200:
-            raise ModelServerError(error_text(reply), reply.status_code)
-        return reply.content
+        if status != 200:
+            raise ModelServerError(error_text(body), status)
+        return body
 
     def metadata(self, index: int, model: str, version: str | None, deadline: float) -> dict:
         """The REST metadata of `model` (of `version` if given), from instance `index` on first
@@ -149,11 +144,10 @@ class RestClient:
         if cached is not None:
             return cached
         versioned = f"/versions/{version}" if version else ""
-        path = f"{health.model_path(model)}{versioned}/metadata"
-        reply = self.request("GET", self.uri(index, path), None, deadline)
-        if reply.status_code != 200:
-            raise ModelServerError(error_text(reply), reply.status_code)
-        doc = json.loads(reply.content)
+        status, body = self.get(index, f"{health.model_path(model)}{versioned}/metadata", deadline)
+        if status != 200:
+            raise ModelServerError(error_text(body), status)
+        doc = json.loads(body)
         with self._lock:
             self._metadata[key] = doc
         return doc
@@ -170,10 +164,11 @@ class RestClient:
             self._metadata.clear()
 
 
-def error_text(reply: requests.Response) -> str:
+def error_text(body: bytes) -> str:
     """TF Serving's error message (`{"error": ...}`), else the answer's text. A message that
     echoes a client's invalid UTF-8 is read with replacement characters (it is still JSON)."""
+    text = body.decode("utf-8", "replace")
     try:
-        return str(json.loads(reply.content.decode("utf-8", "replace"))["error"])
+        return str(json.loads(text)["error"])
     except (ValueError, KeyError, TypeError):
-        return reply.text
+        return text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import numpy as np
@@ -21,7 +22,7 @@ def test_rest_and_grpc_reach_the_same_model_server(tfs_server):
     deadline = time.monotonic() + 10
     index = client.next_target().index
     uri = client.rest.uri(index, "/v1/models/half_plus_two:predict")
-    reply = client.rest.request("POST", uri, '{"instances": [4.0]}', deadline)
+    reply = asyncio.run(client.rest.arequest("POST", uri, '{"instances": [4.0]}', deadline))
     request = wire.predict_request("half_plus_two", None, None, {"x": np.array([4.0], np.float32)})
     outputs = wire.predict_outputs(client.grpc.predict(index, request, deadline))
     assert reply.json()["predictions"] == outputs["y"].tolist() == [4.0]

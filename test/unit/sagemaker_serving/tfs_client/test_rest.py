@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
-import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -26,13 +24,10 @@ from sagemaker_serving.tfs_client.rest import RestClient
 BIG = b"7" * (32 << 20)
 
 
-@pytest.fixture(params=["request", "arequest"])
-def call(request) -> Iterator[Callable[..., requests.Response]]:
-    """`call(client, method, uri, body, deadline)`: RestClient.request, or its event-loop twin
-    arequest on one loop for the whole test (so kept-alive connections carry over)."""
-    if request.param == "request":
-        yield lambda client, *args: client.request(*args)
-        return
+@pytest.fixture
+def call() -> Iterator[Callable[..., requests.Response]]:
+    """`call(client, method, uri, body, deadline)`: RestClient.arequest on one event loop for
+    the whole test (so kept-alive connections carry over)."""
     loop = asyncio.new_event_loop()
     yield lambda client, *args: loop.run_until_complete(client.arequest(*args))
     loop.close()
@@ -90,7 +85,7 @@ def test_a_port_nobody_listens_on_is_503():
         port = sock.getsockname()[1]  # bound, not listening: connections are refused
         client = RestClient([port])
         with pytest.raises(ModelServerUnavailable) as info:
-            client.request("GET", client.uri(0, "/v1/models/m"), None, deadline())
+            client.get(0, "/v1/models/m", deadline())
     assert info.value.status == 503
     # the reason (refused, at which address) is logged, not told to the client
     assert info.value.message == "The model server is unavailable"
@@ -117,13 +112,13 @@ def test_an_instance_that_refuses_passes_an_asynchronous_request_to_the_next(loo
         assert reply.json() == {"a": 1} and loopback.requests == ["/ok"]
         # a question to one instance (its health, its models) is that instance's alone
         with pytest.raises(ModelServerUnavailable):
-            client.request("GET", client.uri(0, "/ok"), None, deadline())
+            client.get(0, "/ok", deadline())
         assert loopback.requests == ["/ok"]
 
 
 def test_a_deadline_already_past_is_504_without_asking(rest):
     with pytest.raises(ModelServerTimeout) as info:
-        rest.request("GET", rest.uri(0, "/v1/models/m"), None, time.monotonic() - 1)
+        rest.get(0, "/v1/models/m", time.monotonic() - 1)
     assert info.value.status == 504 and "deadline passed" in info.value.message
 
 
@@ -330,16 +325,17 @@ def test_more_requests_at_once_than_the_pool_keeps_all_succeed_quietly(loopback,
 
     loopback.routes["/meet"] = meet
     client = RestClient([loopback.port], pool_size=2)
-    with ThreadPoolExecutor(6) as pool:
-        replies = list(
-            pool.map(
-                lambda _: client.request("GET", client.uri(0, "/meet"), None, deadline()), range(6)
-            )
-        )
-    assert [reply.status_code for reply in replies] == [200] * 6
-    assert len(loopback.connections) == 6
-    for _ in range(4):  # the two kept connections serve what follows
-        client.request("GET", client.uri(0, "/ok"), None, deadline())
+
+    async def run() -> list[requests.Response]:
+        meeting = [
+            client.arequest("GET", client.uri(0, "/meet"), None, deadline()) for _ in range(6)
+        ]
+        replies = await asyncio.gather(*meeting)
+        for _ in range(4):  # the two kept connections serve what follows
+            await client.arequest("GET", client.uri(0, "/ok"), None, deadline())
+        return replies
+
+    assert [reply.status_code for reply in asyncio.run(run())] == [200] * 6
     assert len(loopback.connections) == 6
     assert "pool is full" not in caplog.text
 
@@ -349,48 +345,29 @@ def test_an_error_that_echoes_invalid_utf8_is_read_once():
     invalid bytes (it was wrapped twice: {"error": "{\\n \\"error\\": ...}"})."""
     from sagemaker_serving.tfs_client.rest import error_text
 
-    reply = requests.Response()
-    reply.status_code = 400
-    reply._content = b'{\n    "error": "JSON Value: \\"\xff\\" Type: String"\n}'
-    assert error_text(reply) == 'JSON Value: "\ufffd" Type: String'
+    body = b'{\n    "error": "JSON Value: \\"\xff\\" Type: String"\n}'
+    assert error_text(body) == 'JSON Value: "\ufffd" Type: String'
 
 
-# ----- synchronous callers (loop_thread) ---------------------------------------------------
+# ----- a caller on a thread (get) ----------------------------------------------------------
 
 
-def test_threads_and_an_event_loop_keep_their_own_connections(loopback):
-    """`request` (a thread's) and `arequest` (an event loop's) take turns: each keeps its own
-    kept-alive connection, neither closes the other's."""
+def test_get_answers_status_and_body(loopback):
     client = RestClient([loopback.port])
-    uri = client.uri(0, "/ok")
-
-    async def on_the_loop() -> None:
-        for _ in range(10):
-            assert (await client.arequest("GET", uri, None, deadline())).json() == {"a": 1}
-            reply = await asyncio.to_thread(client.request, "GET", uri, None, deadline())
-            assert reply.json() == {"a": 1}
-
-    asyncio.run(on_the_loop())
-    assert len(loopback.requests) == 20 and len(loopback.connections) == 2
+    assert client.get(0, "/ok", deadline()) == (200, b'{"a": 1}')
+    assert client.get(0, "/v1/models/gone/metadata", deadline())[0] == 404
 
 
-def test_a_forked_child_makes_its_own_synchronous_calls(loopback):
-    """A gunicorn worker forked from a process that had made calls: the client loop's thread
-    is not in the child, which starts its own."""
+def test_a_get_past_the_deadline_is_504(loopback):
     client = RestClient([loopback.port])
-    uri = client.uri(0, "/ok")
-    assert client.request("GET", uri, None, deadline()).json() == {"a": 1}
-    pid = os.fork()
-    if pid == 0:  # the child: exit 0 when its call was answered, 1 otherwise
-        code = 1
-        try:
-            code = 0 if client.request("GET", uri, None, deadline(5)).json() == {"a": 1} else 1
-        finally:
-            os._exit(code)
-    ends = time.monotonic() + 20
-    while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < ends:
-        time.sleep(0.05)
-    if ended[0] == 0:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    assert ended[0] == pid and os.waitstatus_to_exitcode(ended[1]) == 0
+    with pytest.raises(ModelServerTimeout) as info:
+        client.get(0, "/slow", deadline(0.3))
+    assert info.value.message == "The model server did not answer before the request deadline"
+
+
+@pytest.mark.parametrize("path", ["/hang-up", "/cut-short"])
+def test_a_get_closed_before_the_whole_answer_is_503(loopback, path):
+    client = RestClient([loopback.port])
+    with pytest.raises(ModelServerUnavailable) as info:
+        client.get(0, path, deadline())
+    assert info.value.message == "The model server is unavailable"
