@@ -41,6 +41,7 @@ from sagemaker_serving.formats.tensors import (
 from sagemaker_serving.service import streaming
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.placement import Placement
+from sagemaker_serving.tfs_client import grpc_stream
 from sagemaker_serving.tfs_client import wire as tfs_wire
 from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.errors import ModelServerError
@@ -181,7 +182,7 @@ class Pipeline:
             streamed.size,
         )
         with self.metrics.stage("model_server"):
-            reply = await self.client.stream.predict(
+            reply = await grpc_stream.predict(
                 context.grpc_port, wire, chunks, streamed.size, context.deadline
             )
         with self.metrics.stage("output_handler"):

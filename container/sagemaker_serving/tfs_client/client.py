@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagemaker_serving.tfs_client.grpc import GrpcClient
-from sagemaker_serving.tfs_client.grpc_stream import StreamedPredict
 from sagemaker_serving.tfs_client.rest import HOST, RestClient
 
 
@@ -29,7 +28,6 @@ class ModelServerClient:
     def __init__(self, rest_ports: Sequence[int], grpc_ports: Sequence[int]) -> None:
         self.rest = RestClient(rest_ports)
         self.grpc = GrpcClient(grpc_ports)
-        self.stream = StreamedPredict()  # Predict with a request sent as it arrives
         self.targets = [
             Target(i, f"http://{HOST}:{rest}", grpc)
             for i, (rest, grpc) in enumerate(zip(rest_ports, grpc_ports, strict=True))

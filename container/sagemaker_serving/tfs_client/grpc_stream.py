@@ -28,32 +28,29 @@ class BodyCut(StatusError):
     """The client's body ended before its Content-Length (the client went away)."""
 
 
-class StreamedPredict:
-    """Predict calls whose request is streamed, each on an HTTP/2 connection of its own: a
-    body this large takes far longer than a loopback connection, and a connection kept idle
-    could have been closed by a model server that restarted meanwhile (the call could not be
-    tried again: its body has been read)."""
-
-    async def predict(
-        self, port: int, head: bytes, values: AsyncIterator[bytes], size: int, deadline: float
-    ) -> bytes:
-        """The serialized PredictResponse to `head` followed by the `size` bytes `values`
-        yields (the request's last field's value), within the deadline."""
-        timeout = deadline - time.monotonic()
-        if timeout <= 0:
-            raise ModelServerTimeout()
-        connection = None
-        try:
-            async with asyncio.timeout(timeout):
-                connection = await _Connection.open(port)
-                return await connection.call(head, values, size, timeout)
-        except TimeoutError:
-            raise ModelServerTimeout() from None
-        except (OSError, EOFError, _Broken) as exc:
-            raise ModelServerUnavailable(exc) from None
-        finally:
-            if connection is not None:
-                connection.close()
+async def predict(
+    port: int, head: bytes, values: AsyncIterator[bytes], size: int, deadline: float
+) -> bytes:
+    """The serialized PredictResponse to `head` followed by the `size` bytes `values` yields
+    (the request's last field's value), within the deadline. Each call is on an HTTP/2
+    connection of its own: a body this large takes far longer than a loopback connection, and
+    a connection kept idle could have been closed by a model server that restarted meanwhile
+    (the call could not be tried again: its body has been read)."""
+    timeout = deadline - time.monotonic()
+    if timeout <= 0:
+        raise ModelServerTimeout()
+    connection = None
+    try:
+        async with asyncio.timeout(timeout):
+            connection = await _Connection.open(port)
+            return await connection.call(head, values, size, timeout)
+    except TimeoutError:
+        raise ModelServerTimeout() from None
+    except (OSError, EOFError, _Broken) as exc:
+        raise ModelServerUnavailable(exc) from None
+    finally:
+        if connection is not None:
+            connection.close()
 
 
 class _Broken(Exception):

@@ -11,8 +11,9 @@ from concurrent import futures
 import grpc
 import pytest
 
+from sagemaker_serving.tfs_client import grpc_stream
 from sagemaker_serving.tfs_client.errors import ModelServerError
-from sagemaker_serving.tfs_client.grpc_stream import BodyCut, StreamedPredict
+from sagemaker_serving.tfs_client.grpc_stream import BodyCut
 
 SERVICE = "tensorflow.serving.PredictionService"
 CHUNK = 1 << 16
@@ -47,7 +48,7 @@ async def zeros(count: int):
 
 def predict(port: int, head: bytes, chunks: int, size: int) -> bytes:
     deadline = time.monotonic() + 30
-    return asyncio.run(StreamedPredict().predict(port, head, zeros(chunks), size, deadline))
+    return asyncio.run(grpc_stream.predict(port, head, zeros(chunks), size, deadline))
 
 
 def test_the_answer_to_a_head_and_its_streamed_values(server_port):
