@@ -40,7 +40,8 @@ class BuiltinFormats:
         on_records: Callable[[int | None], None] | None = None,
     ) -> None:
         self.client = client
-        self.on_records = on_records  # the records of each request decoded (the metrics)
+        # the records of each request decoded (the metrics)
+        self.on_records = on_records or (lambda count: None)
 
     def may_wait(self, context: Any, size: int) -> bool:
         """Whether `request` may take a while: a large payload, or a binary one, which needs
@@ -59,10 +60,10 @@ class BuiltinFormats:
             if tensors:
                 request = tensor_payloads.tensor_request(body, media, inputs, outputs, method)
                 if request is not None:
-                    self._records(request.records)
+                    self.on_records(request.records)
                     return request
         decoded = decode_request(body, context.request_content_type, inputs, method)
-        self._records(decoded.records)
+        self.on_records(decoded.records)
         return decoded
 
     def streamed(self, head: bytes, context: Any) -> tensor_payloads.StreamedTensor | None:
@@ -73,7 +74,7 @@ class BuiltinFormats:
             head, context.content_length or 0, inputs, outputs, context.method or "predict"
         )
         if streamed is not None:
-            self._records(streamed.records)
+            self.on_records(streamed.records)
         return streamed
 
     def request(self, data: Any, context: Any) -> bytes:
@@ -105,7 +106,3 @@ class BuiltinFormats:
             )
         model = context.model_name or context.default_model_name
         return self.client.metadata(model, context.model_version, context.deadline)
-
-    def _records(self, count: int | None) -> None:
-        if self.on_records is not None:
-            self.on_records(count)

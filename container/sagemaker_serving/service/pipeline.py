@@ -175,11 +175,7 @@ class Pipeline:
         chunks = values() if streamed.source is None else cast_values(values(), streamed.source)
 
         wire = tfs_wire.predict_head(
-            context.model_name or context.default_model_name,
-            _version(context),
-            streamed.name,
-            streamed.tensor,
-            streamed.size,
+            *_model(context), streamed.name, streamed.tensor, streamed.size
         )
         with self.metrics.stage("model_server"):
             reply = await grpc_stream.predict(
@@ -259,12 +255,7 @@ class Pipeline:
 
     def _tensor_predict(self, request: TensorRequest, context: Context) -> dict:
         """Built-in binary formats over gRPC: no base64, and no JSON until the reply."""
-        wire = tfs_wire.predict_request(
-            context.model_name or context.default_model_name,
-            _version(context),
-            None,
-            request.inputs,
-        )
+        wire = tfs_wire.predict_request(*_model(context), None, request.inputs)
         request.inputs.clear()  # the body they are views of goes: the serialized request is all
         index = self.client.grpc_ports.index(context.grpc_port)
         return tfs_wire.predict_outputs(self.client.grpc.predict(index, wire, context.deadline))
@@ -276,9 +267,10 @@ def _no_code(handlers: Handlers) -> bool:
     return handlers.remote is None and functions == (None, None, None)
 
 
-def _version(context: Context) -> int | None:
-    """The version a request names (tfs-model-version), checked as TF Serving's gRPC takes it."""
+def _model(context: Context) -> tuple[str, int | None]:
+    """The model a request names and its version (tfs-model-version), checked as TF Serving's
+    gRPC takes it."""
     version = int(context.model_version) if context.model_version else None
     if version is not None and not is_model_version(version):
         raise StatusError(f"tfs-model-version {version} is out of range", 400)
-    return version
+    return context.model_name or context.default_model_name, version
