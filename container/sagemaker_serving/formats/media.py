@@ -48,12 +48,10 @@ def client_text(value: str) -> str:
 
 def _q(entry: str) -> float:
     """An Accept range's q (1 without one; 0, never chosen, when it is not a number in [0, 1])."""
-    q = 1.0
-    for param in entry.split(";")[1:]:
-        name, sep, value = param.partition("=")
-        if sep and name.strip().lower() == "q":
-            text = value.strip().strip('"')
-            q = float(text) if _QVALUE.fullmatch(text) else 0.0
+    text = media_params(entry).get("q")
+    if text is None:
+        return 1.0
+    q = float(text) if _QVALUE.fullmatch(text) else 0.0
     return q if q <= 1.0 else 0.0
 
 
