@@ -40,8 +40,8 @@ from sagemaker_serving.config.settings import (
     DEFAULT_ENVIRONMENT_MAX_DISK_MB,
     DEFAULT_PIP_MAX_MEMORY_MB,
 )
+from sagemaker_serving.environments import pool, visible
 from sagemaker_serving.environments import requirements as checked
-from sagemaker_serving.environments import visible
 from sagemaker_serving.user_code.loading import INFERENCE_FILE, UserCodeError, UserCodeTimeout
 
 log = logging.getLogger(__name__)
@@ -323,13 +323,12 @@ def run_in_group(
     `keep_going()` (asked every SIZE_POLL_SECONDS) is False (None), or when the wait is
     interrupted (serve told to stop), so nothing it started outlives it. `env`: its
     environment (default: ours), without PYTHONPATH and PYTHONHOME."""
-    base = os.environ if env is None else env
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
+        env=pool.environment(os.environ if env is None else env),
         cwd=cwd,
         start_new_session=True,
     )
