@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from sagemaker_serving.environments import build, seal
+from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
@@ -362,9 +363,30 @@ def _saved(env_dir: Path) -> build.Environment | None:
 
 
 def _seal(env_dir: Path) -> str:
-    """The seal of what an environment runs: its venv and its links to the container's
-    packages (not environment.json, which is touched as it is used)."""
-    return seal.seal(env_dir / "venv") + seal.seal(env_dir / "linked")
+    """A digest of what an environment runs, to tell whether it changed since it was made
+    (code that ran in it may have left a .pth file that every later interpreter runs): every
+    file and link of its venv and of its links to the container's packages (path, size, mode,
+    mtime; not environment.json, touched as it is used), bytecode caches aside (the
+    interpreter writes them as it imports)."""
+    digest = hashlib.sha256()
+    for root in (env_dir / "venv", env_dir / "linked"):
+        for directory, folders, files in os.walk(root):
+            folders[:] = sorted(f for f in folders if f != "__pycache__")
+            links = (f for f in folders if os.path.islink(os.path.join(directory, f)))
+            for name in sorted([*files, *links]):
+                path = Path(directory, name)
+                with contextlib.suppress(OSError):
+                    info = path.lstat()
+                    digest.update(
+                        b"%s\0%d\0%o\0%d\n"
+                        % (
+                            os.fsencode(path.relative_to(env_dir)),
+                            info.st_size,
+                            info.st_mode,
+                            info.st_mtime_ns,
+                        )
+                    )
+    return digest.hexdigest()
 
 
 def _last_used(env_dir: Path) -> float:
