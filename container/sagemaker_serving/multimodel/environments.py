@@ -136,9 +136,7 @@ class ModelEnvironments:
             self._record_path(Path(pool_dir)).unlink(missing_ok=True)
 
     def records(self) -> list[Path]:
-        with contextlib.suppress(FileNotFoundError):
-            return sorted((self.state_dir / POOLS_DIR).iterdir())
-        return []
+        return _records(self.state_dir)
 
     def leftovers(self, used: set[str]) -> list[str]:
         """Pools no loaded model uses (their models went with a model server's death), old
@@ -311,6 +309,13 @@ class ModelEnvironments:
         return used
 
 
+def _records(state_dir: Path) -> list[Path]:
+    """The records of the pools that run (or are starting)."""
+    with contextlib.suppress(FileNotFoundError):
+        return sorted((state_dir / POOLS_DIR).iterdir())
+    return []
+
+
 def _held(directory: Path) -> set[str]:
     """The slots in `directory` whose loads are still preparing (their files locked); a slot
     whose loader is gone (crashed) is removed."""
@@ -398,8 +403,7 @@ def _last_used(env_dir: Path) -> float:
 def stop_model_pools(state_dir: Path, budget_seconds: float) -> None:
     """serve, at shutdown: stop every handler pool a load started."""
     deadline = time.monotonic() + max(0.5, budget_seconds)
-    with contextlib.suppress(FileNotFoundError):
-        for record in sorted((state_dir / POOLS_DIR).iterdir()):
-            with contextlib.suppress(OSError, ValueError):
-                handler_pool.stop(Path(json.loads(record.read_text())["pool"]), deadline)
-            record.unlink(missing_ok=True)
+    for record in _records(state_dir):
+        with contextlib.suppress(OSError, ValueError):
+            handler_pool.stop(Path(json.loads(record.read_text())["pool"]), deadline)
+        record.unlink(missing_ok=True)
