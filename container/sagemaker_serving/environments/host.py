@@ -273,9 +273,8 @@ class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.handlers = Handlers()
-        self.calls = 0  # in progress
         self._active = threading.Condition()
-        self._deadlines: dict[int, float] = {}  # thread -> the deadline of the call it runs
+        self._deadlines: dict[int, float] = {}  # calls in progress: thread -> their deadline
         self.model_server = ModelServerHop()
         self._sockets: set[socket.socket] = set()  # the listener and every connection
         # a child the user's code forks closes them all: it can never answer a call
@@ -320,17 +319,18 @@ class Worker:
                 while (frame := protocol.read_frame(conn)) is not None:
                     header, body = frame
                     if header.get("op") == "hello":
-                        protocol.write_frame(conn, self._hello())
+                        names = self.handlers.names
+                        protocol.write_frame(
+                            conn, {"op": "ready", "functions": names, "pid": os.getpid()}
+                        )
                     elif header.get("op") == "run":
                         deadline = float((header.get("context") or {}).get("deadline") or "inf")
                         with self._active:
-                            self.calls += 1
                             self._deadlines[threading.get_ident()] = deadline
                         try:
                             self.answer(conn, header, body)
                         finally:
                             with self._active:
-                                self.calls -= 1
                                 self._deadlines.pop(threading.get_ident(), None)
                                 self._active.notify_all()
                     else:
@@ -410,11 +410,8 @@ class Worker:
     def _finish_calls(self, deadline: float) -> None:
         """Let the calls in progress answer (an unload or a stop), until `deadline`."""
         with self._active:
-            while self.calls and time.monotonic() < deadline:
+            while self._deadlines and time.monotonic() < deadline:
                 self._active.wait(max(0.0, deadline - time.monotonic()))
-
-    def _hello(self) -> dict[str, Any]:
-        return {"op": "ready", "functions": self.handlers.names, "pid": os.getpid()}
 
     def run_request(self, header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
         """The request's whole chain here: `handler`, or input_handler, the model server and
