@@ -181,19 +181,13 @@ def installs(code_dir: Path) -> bool:
     return (code_dir / REQUIREMENTS_FILE).is_file() and not (code_dir / LIB_DIR).is_dir()
 
 
-def read_requirements(code_dir: Path) -> checked.Requirements:
-    """code/requirements.txt checked (RequirementsError, a UserCodeError, when it asks for
-    anything not allowed)."""
-    return checked.read(code_dir, (code_dir / WHEELHOUSE_DIR).is_dir())
-
-
 def _install(
     code_dir: Path, env_dir: Path, site: Path, timeout_seconds: float, limits: InstallLimits
 ) -> tuple[Path, Path]:
     """pip install code/requirements.txt (as checked) into a new environment; (its
     site-packages, the folder of the container's hidden packages it asks for). Nothing of
     the environment is left when it fails."""
-    requirements = read_requirements(code_dir)
+    requirements = checked.read(code_dir)
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir(parents=True)
     try:
@@ -392,7 +386,7 @@ def environment_key(code_dir: Path) -> str:
     requirements that are not allowed."""
     digest = hashlib.sha256(str(code_dir.resolve()).encode())
     if installs(code_dir):
-        requirements = read_requirements(code_dir)
+        requirements = checked.read(code_dir)
         digest.update("\n".join((*requirements.lines, "-c", *requirements.constraints)).encode())
         for path in requirements.local:
             _hash_tree(digest, path)

@@ -100,9 +100,10 @@ class Requirements:
         return path
 
 
-def read(code_dir: Path, wheelhouse: bool) -> Requirements:
-    """code/requirements.txt checked (RequirementsError says what is not allowed, where);
-    `wheelhouse`: code/wheelhouse is there, so no index, link or URL may be named."""
+def read(code_dir: Path) -> Requirements:
+    """code/requirements.txt checked (RequirementsError, a UserCodeError, says what is not
+    allowed, where); with code/wheelhouse, no index, link or URL may be named."""
+    wheelhouse = (code_dir / WHEELHOUSE_DIR).is_dir()
     reader = _Reader(code_dir.resolve(), wheelhouse)
     if wheelhouse:
         reader.inside(code_dir / WHEELHOUSE_DIR, f"code/{WHEELHOUSE_DIR} is")
