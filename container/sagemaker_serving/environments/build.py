@@ -52,6 +52,7 @@ WHEELHOUSE_DIR = checked.WHEELHOUSE_DIR
 CONTAINER_PTH = "_sagemaker_container.pth"
 PIP_MESSAGE_LINES = 15
 MIB = 1 << 20
+VENV_SITE = f"venv/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 SIZE_POLL_SECONDS = 0.5  # how often the environment's size is measured while pip runs
 # run a command under resource limits: RLIMIT_AS and RLIMIT_FSIZE (bytes), then the command
 LIMITED = """
@@ -145,8 +146,8 @@ def prepare(
     paths = [p for p in (site_packages, linked, lib, code_dir) if p is not None and p.is_dir()]
     if not reason:
         return Environment(code_dir, tuple(str(p) for p in paths))
-    if site_packages is None:
-        site_packages = _create_venv(env_dir / "venv", site)
+    if site_packages is None:  # no install: a venv only for its interpreter
+        _create_venv(env_dir, site)
     return Environment(
         code_dir,
         tuple(str(p) for p in (lib, code_dir) if p.is_dir()),
@@ -165,15 +166,13 @@ def _own_modules(code_dir: Path, site_packages: Path | None) -> set[str]:
     return names
 
 
-def _create_venv(root: Path, site: Path) -> Path:
-    """A virtual environment without pip whose interpreter sees `site` behind its own
-    site-packages; returns that site-packages."""
-    shutil.rmtree(root, ignore_errors=True)
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site_packages = root / "lib" / version / "site-packages"
-    (site_packages / CONTAINER_PTH).write_text(f"{site}\n{root.parent / 'linked'}\n")
-    return site_packages
+def _create_venv(env_dir: Path, site: Path) -> Path:
+    """A virtual environment without pip (`env_dir/venv`) whose interpreter sees `site` behind
+    its own site-packages; returns that site-packages."""
+    shutil.rmtree(env_dir / "venv", ignore_errors=True)
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir / "venv")
+    (env_dir / VENV_SITE / CONTAINER_PTH).write_text(f"{site}\n{env_dir / 'linked'}\n")
+    return env_dir / VENV_SITE
 
 
 def installs(code_dir: Path) -> bool:
@@ -191,7 +190,7 @@ def _install(
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir(parents=True)
     try:
-        site_packages = _create_venv(env_dir / "venv", site)
+        site_packages = _create_venv(env_dir, site)
         linked = _link_asked_for(requirements.names, code_dir, env_dir / "linked")
         _run_pip(requirements, code_dir, env_dir, timeout_seconds, limits)
     except BaseException:
@@ -278,9 +277,7 @@ def _without_folders(text: str, code_dir: Path, env_dir: Path) -> str:
     """pip's words without the folders it names by their absolute paths: the code's own files
     relative to the model (`code/...`), the environment's by what they are (no answer names an
     internal folder)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site_packages = env_dir / "venv" / "lib" / version / "site-packages"
-    for path, name in ((site_packages, "site-packages"), (env_dir, "environment")):
+    for path, name in ((env_dir / VENV_SITE, "site-packages"), (env_dir, "environment")):
         text = text.replace(str(path), name)
     for root in {code_dir.absolute(), code_dir.resolve()}:
         text = text.replace(f"{root}/", "code/")

@@ -49,6 +49,7 @@ SERVICE_DISTRIBUTIONS = (
 SERVICE_PACKAGES = ("sagemaker_serving", "process_utils", "tfs_rest_json", "tensorflow_serving")
 
 _SKIPPED_TOP = ("..", "__pycache__")
+MODULE_SUFFIXES = (".py", ".so", ".pyd")
 
 
 def requirement_names(requirements: Iterable[str]) -> list[str]:
@@ -102,7 +103,7 @@ def top_level_names(dist: importlib.metadata.Distribution) -> set[str]:
         if first.endswith((".dist-info", ".egg-info", ".data")) or first in _SKIPPED_TOP:
             continue
         if len(file.parts) == 1:
-            if not first.endswith((".py", ".so", ".pyd")):
+            if not first.endswith(MODULE_SUFFIXES):
                 continue
             first = first.split(".")[0]
         names.add(first)
@@ -131,9 +132,6 @@ def hidden_names() -> frozenset[str]:
         names = top_level_names(dist)
         (allowed.update if name in visible else hidden.update)(names)
     return frozenset(hidden - allowed)
-
-
-MODULE_SUFFIXES = (".py", ".so", ".pyd")
 
 
 def provided_names(directories: Iterable[str | Path]) -> set[str]:
