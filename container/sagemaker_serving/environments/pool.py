@@ -125,7 +125,7 @@ def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> 
         starter.kill()
         starter.wait()
     try:
-        return wait_ready(spec.directory, deadline, lambda: _pid(spec.directory) != 0)
+        return wait_ready(spec.directory, deadline, lambda: running(spec.directory))
     except BaseException:
         stop(spec.directory, time.monotonic() + STOP_SECONDS)
         raise
