@@ -40,8 +40,8 @@ from sagemaker_serving.config.settings import (
     DEFAULT_ENVIRONMENT_MAX_DISK_MB,
     DEFAULT_PIP_MAX_MEMORY_MB,
 )
+from sagemaker_serving.environments import pool, visible
 from sagemaker_serving.environments import requirements as checked
-from sagemaker_serving.environments import visible
 from sagemaker_serving.user_code.loading import INFERENCE_FILE, UserCodeError, UserCodeTimeout
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ WHEELHOUSE_DIR = checked.WHEELHOUSE_DIR
 CONTAINER_PTH = "_sagemaker_container.pth"
 PIP_MESSAGE_LINES = 15
 MIB = 1 << 20
+VENV_SITE = f"venv/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 SIZE_POLL_SECONDS = 0.5  # how often the environment's size is measured while pip runs
 # run a command under resource limits: RLIMIT_AS and RLIMIT_FSIZE (bytes), then the command
 LIMITED = """
@@ -145,8 +146,8 @@ def prepare(
     paths = [p for p in (site_packages, linked, lib, code_dir) if p is not None and p.is_dir()]
     if not reason:
         return Environment(code_dir, tuple(str(p) for p in paths))
-    if site_packages is None:
-        site_packages = _create_venv(env_dir / "venv", site)
+    if site_packages is None:  # no install: a venv only for its interpreter
+        _create_venv(env_dir, site)
     return Environment(
         code_dir,
         tuple(str(p) for p in (lib, code_dir) if p.is_dir()),
@@ -165,26 +166,18 @@ def _own_modules(code_dir: Path, site_packages: Path | None) -> set[str]:
     return names
 
 
-def _create_venv(root: Path, site: Path) -> Path:
-    """A virtual environment without pip whose interpreter sees `site` behind its own
-    site-packages; returns that site-packages."""
-    shutil.rmtree(root, ignore_errors=True)
-    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site_packages = root / "lib" / version / "site-packages"
-    (site_packages / CONTAINER_PTH).write_text(f"{site}\n{root.parent / 'linked'}\n")
-    return site_packages
+def _create_venv(env_dir: Path, site: Path) -> Path:
+    """A virtual environment without pip (`env_dir/venv`) whose interpreter sees `site` behind
+    its own site-packages; returns that site-packages."""
+    shutil.rmtree(env_dir / "venv", ignore_errors=True)
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir / "venv")
+    (env_dir / VENV_SITE / CONTAINER_PTH).write_text(f"{site}\n{env_dir / 'linked'}\n")
+    return env_dir / VENV_SITE
 
 
 def installs(code_dir: Path) -> bool:
     """Whether code/requirements.txt is installed: it is there, and code/lib is not."""
     return (code_dir / REQUIREMENTS_FILE).is_file() and not (code_dir / LIB_DIR).is_dir()
-
-
-def read_requirements(code_dir: Path) -> checked.Requirements:
-    """code/requirements.txt checked (RequirementsError, a UserCodeError, when it asks for
-    anything not allowed)."""
-    return checked.read(code_dir, (code_dir / WHEELHOUSE_DIR).is_dir())
 
 
 def _install(
@@ -193,11 +186,11 @@ def _install(
     """pip install code/requirements.txt (as checked) into a new environment; (its
     site-packages, the folder of the container's hidden packages it asks for). Nothing of
     the environment is left when it fails."""
-    requirements = read_requirements(code_dir)
+    requirements = checked.read(code_dir)
     shutil.rmtree(env_dir, ignore_errors=True)
     env_dir.mkdir(parents=True)
     try:
-        site_packages = _create_venv(env_dir / "venv", site)
+        site_packages = _create_venv(env_dir, site)
         linked = _link_asked_for(requirements.names, code_dir, env_dir / "linked")
         _run_pip(requirements, code_dir, env_dir, timeout_seconds, limits)
     except BaseException:
@@ -284,9 +277,7 @@ def _without_folders(text: str, code_dir: Path, env_dir: Path) -> str:
     """pip's words without the folders it names by their absolute paths: the code's own files
     relative to the model (`code/...`), the environment's by what they are (no answer names an
     internal folder)."""
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    site_packages = env_dir / "venv" / "lib" / version / "site-packages"
-    for path, name in ((site_packages, "site-packages"), (env_dir, "environment")):
+    for path, name in ((env_dir / VENV_SITE, "site-packages"), (env_dir, "environment")):
         text = text.replace(str(path), name)
     for root in {code_dir.absolute(), code_dir.resolve()}:
         text = text.replace(f"{root}/", "code/")
@@ -323,13 +314,12 @@ def run_in_group(
     `keep_going()` (asked every SIZE_POLL_SECONDS) is False (None), or when the wait is
     interrupted (serve told to stop), so nothing it started outlives it. `env`: its
     environment (default: ours), without PYTHONPATH and PYTHONHOME."""
-    base = os.environ if env is None else env
     proc = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
+        env=pool.environment(os.environ if env is None else env),
         cwd=cwd,
         start_new_session=True,
     )
@@ -393,7 +383,7 @@ def environment_key(code_dir: Path) -> str:
     requirements that are not allowed."""
     digest = hashlib.sha256(str(code_dir.resolve()).encode())
     if installs(code_dir):
-        requirements = read_requirements(code_dir)
+        requirements = checked.read(code_dir)
         digest.update("\n".join((*requirements.lines, "-c", *requirements.constraints)).encode())
         for path in requirements.local:
             _hash_tree(digest, path)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from process_utils import tree
+from process_utils.stopping import PopenProcess, stop_all
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.environments import protocol
 from sagemaker_serving.environments.messages import (
@@ -61,7 +62,6 @@ STATUS_NAME = "status.json"
 PID_NAME = "pid"
 STOP_GRACE_SECONDS = 3.0
 BACKOFF_INITIAL, BACKOFF_MAX, STABLE_SECONDS = 0.5, 10.0, 60.0
-_PR_SET_PDEATHSIG = 1
 MAX_REPORT_CHARS = 3000
 DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the master: 3 s)
 # calls whose request is past its deadline (the service answered 504 and dropped them) that a
@@ -69,6 +69,7 @@ DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the m
 # returns keeps its thread, and each new call gets a new one
 MAX_ABANDONED_CALLS = 8
 ABANDONED_EXIT = 75
+_PR_SET_PDEATHSIG = 1
 
 
 # ----- the master ---------------------------------------------------------------------------
@@ -81,8 +82,9 @@ def write_status(pool_dir: Path, doc: dict[str, Any]) -> None:
 
 
 def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL when the master dies. The kernel sends it when the thread that
-    forked exits, so the master spawns from its main thread only."""
+    """preexec_fn: SIGKILL when the master dies (process_utils' die_with_parent sends SIGTERM,
+    which user code may catch). The kernel sends it when the thread that forked exits, so
+    the master spawns from its main thread only."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -216,17 +218,7 @@ class Master:
             self.due[slot] = now + wait
 
     def _stop_workers(self) -> None:
-        procs = [proc for proc, _ in self.workers.values() if proc.poll() is None]
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
-        for proc in procs:
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all([PopenProcess(proc) for proc, _ in self.workers.values()], STOP_GRACE_SECONDS)
         left = tree.kill_all(tree.descendants(os.getpid()), time.monotonic() + STOP_GRACE_SECONDS)
         if left:
             log.info("stopped %d process(es) the handlers left running", left)
@@ -281,9 +273,8 @@ class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.handlers = Handlers()
-        self.calls = 0  # in progress
         self._active = threading.Condition()
-        self._deadlines: dict[int, float] = {}  # thread -> the deadline of the call it runs
+        self._deadlines: dict[int, float] = {}  # calls in progress: thread -> their deadline
         self.model_server = ModelServerHop()
         self._sockets: set[socket.socket] = set()  # the listener and every connection
         # a child the user's code forks closes them all: it can never answer a call
@@ -328,17 +319,18 @@ class Worker:
                 while (frame := protocol.read_frame(conn)) is not None:
                     header, body = frame
                     if header.get("op") == "hello":
-                        protocol.write_frame(conn, self._hello())
+                        names = self.handlers.names
+                        protocol.write_frame(
+                            conn, {"op": "ready", "functions": names, "pid": os.getpid()}
+                        )
                     elif header.get("op") == "run":
                         deadline = float((header.get("context") or {}).get("deadline") or "inf")
                         with self._active:
-                            self.calls += 1
                             self._deadlines[threading.get_ident()] = deadline
                         try:
                             self.answer(conn, header, body)
                         finally:
                             with self._active:
-                                self.calls -= 1
                                 self._deadlines.pop(threading.get_ident(), None)
                                 self._active.notify_all()
                     else:
@@ -418,11 +410,8 @@ class Worker:
     def _finish_calls(self, deadline: float) -> None:
         """Let the calls in progress answer (an unload or a stop), until `deadline`."""
         with self._active:
-            while self.calls and time.monotonic() < deadline:
+            while self._deadlines and time.monotonic() < deadline:
                 self._active.wait(max(0.0, deadline - time.monotonic()))
-
-    def _hello(self) -> dict[str, Any]:
-        return {"op": "ready", "functions": self.handlers.names, "pid": os.getpid()}
 
     def run_request(self, header: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
         """The request's whole chain here: `handler`, or input_handler, the model server and
@@ -512,11 +501,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _master_argv(argv: list[str]) -> list[str]:
-    """The master's arguments its workers get again (--daemon aside)."""
-    return [a for a in argv if a != "--daemon"]
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -527,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(0)
     if args.daemon:
         os.setsid()
-    return Master(args, _master_argv(argv)).run()
+    return Master(args, [a for a in argv if a != "--daemon"]).run()  # the workers' too
 
 
 if __name__ == "__main__":

@@ -8,33 +8,28 @@ a handler process, the service's in the service).
 
 from __future__ import annotations
 
-import threading
+import functools
 from typing import Any
 
 from sagemaker_serving.tfs_client.responses import as_response
 from sagemaker_serving.user_code.handler_api import Context
 
 
-class LazyChannel:
-    """Context.channel: a gRPC channel to the model server, made on first use (grpc is the
-    user's to import, in the user's version)."""
+@functools.cache
+def _grpc_channel(port: int) -> Any:
+    import grpc  # the user's to import, in the user's version
 
-    _channels: dict[int, Any] = {}
-    _lock = threading.Lock()
+    return grpc.insecure_channel(f"localhost:{port}")
+
+
+class LazyChannel:
+    """Context.channel: the process's gRPC channel to the model server, made on first use."""
 
     def __init__(self, port: int) -> None:
         self._port = port
 
-    def _channel(self) -> Any:
-        with self._lock:
-            if self._port not in self._channels:
-                import grpc
-
-                self._channels[self._port] = grpc.insecure_channel(f"localhost:{self._port}")
-            return self._channels[self._port]
-
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._channel(), name)
+        return getattr(_grpc_channel(self._port), name)
 
 
 def make_context(fields: dict[str, Any]) -> Context:

@@ -28,11 +28,16 @@ class ModelServerFailure(Exception):
         self.status = status
 
 
+class _Connections(threading.local):
+    def __init__(self) -> None:
+        self.by_port: dict[int, http.client.HTTPConnection] = {}
+
+
 class ModelServerHop:
     """POSTs to the model server, one kept-alive connection per thread and port."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
+        self._local = _Connections()
 
     def post(self, uri: str, body: bytes, deadline: float) -> tuple[dict[str, Any], bytes]:
         """(the answer's status, reason, headers and url, as messages.response_meta writes
@@ -40,25 +45,31 @@ class ModelServerHop:
         parts = urlsplit(uri)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         port = parts.port or 80
-        for attempt in (1, 2):
-            conn, reused = self._connection(parts.hostname or "127.0.0.1", port, deadline)
+        connections = self._local.by_port
+        timeout = max(0.001, deadline - time.monotonic())
+        while True:
+            reused = port in connections
+            if not reused:
+                connections[port] = http.client.HTTPConnection(
+                    parts.hostname or "127.0.0.1", port, timeout=timeout
+                )
+            conn = connections[port]
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
             try:
                 conn.request("POST", path, body, {"Content-Type": "application/json"})
                 reply = conn.getresponse()
                 content = reply.read()
-            except TimeoutError:
-                self._drop(port)
-                raise ModelServerFailure(TIMED_OUT, 504) from None
-            except _STALE:
-                self._drop(port)
-                if reused and attempt == 1:  # closed while idle: once more, on a new one
+            except OSError as exc:
+                connections.pop(port).close()
+                if isinstance(exc, TimeoutError):
+                    raise ModelServerFailure(TIMED_OUT, 504) from None
+                if reused and isinstance(exc, _STALE):  # closed while idle: once more, anew
                     continue
                 raise ModelServerFailure(UNAVAILABLE, 503) from None
-            except OSError:
-                self._drop(port)
-                raise ModelServerFailure(UNAVAILABLE, 503) from None
             if reply.will_close:
-                self._drop(port)
+                connections.pop(port).close()
             meta = {
                 "status": reply.status,
                 "reason": reply.reason,
@@ -66,28 +77,3 @@ class ModelServerHop:
                 "url": uri,
             }
             return meta, content
-        raise ModelServerFailure(UNAVAILABLE, 503)  # not reached: the loop returns or raises
-
-    def _connection(
-        self, host: str, port: int, deadline: float
-    ) -> tuple[http.client.HTTPConnection, bool]:
-        connections = self._connections()
-        timeout = max(0.001, deadline - time.monotonic())
-        conn = connections.get(port)
-        if conn is not None:
-            conn.timeout = timeout
-            if conn.sock is not None:
-                conn.sock.settimeout(timeout)
-            return conn, True
-        conn = connections[port] = http.client.HTTPConnection(host, port, timeout=timeout)
-        return conn, False
-
-    def _drop(self, port: int) -> None:
-        conn = self._connections().pop(port, None)
-        if conn is not None:
-            conn.close()
-
-    def _connections(self) -> dict[int, http.client.HTTPConnection]:
-        if not hasattr(self._local, "connections"):
-            self._local.connections = {}
-        return self._local.connections

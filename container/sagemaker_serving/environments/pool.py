@@ -19,17 +19,6 @@ from pathlib import Path
 
 from process_utils import tree
 from sagemaker_serving.environments.host import PID_NAME, SOCKET_NAME, STATUS_NAME
-
-__all__ = [
-    "SOCKET_NAME",
-    "PoolError",
-    "PoolSpec",
-    "PoolTimeout",
-    "running",
-    "start_detached",
-    "stop",
-    "wait_ready",
-]
 from sagemaker_serving.user_code.loading import UserCodeError
 
 POLL_SECONDS = 0.02
@@ -91,8 +80,8 @@ def command(spec: PoolSpec, lifeline_fd: int | None, daemon: bool = False) -> li
 
 
 def environment(base: Mapping[str, str]) -> dict[str, str]:
-    """The pool's environment: the service's, without what would put the service's own
-    packages on the user's interpreter's path."""
+    """A child's environment (a pool's, pip's): the service's, without what would put the
+    service's own packages on another interpreter's path."""
     return {k: v for k, v in base.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 
@@ -136,7 +125,7 @@ def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> 
         starter.kill()
         starter.wait()
     try:
-        return wait_ready(spec.directory, deadline, lambda: _pid(spec.directory) != 0)
+        return wait_ready(spec.directory, deadline, lambda: running(spec.directory))
     except BaseException:
         stop(spec.directory, time.monotonic() + STOP_SECONDS)
         raise
@@ -147,20 +136,24 @@ def running(directory: Path) -> bool:
     return _pid(directory) != 0
 
 
+def member(pid: int, directory: str | Path) -> bool:
+    """Whether process `pid` is one of the pool's in `directory` (its master or a worker: their
+    command line names it), not another process that took a pid or a socket over."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"\0--dir\0" + os.fsencode(str(directory)) + b"\0" in b"\0" + f.read()
+    except OSError:
+        return False
+
+
 def _pid(directory: Path) -> int:
     """The master's pid while it runs (0: none, or gone)."""
     try:
         pid = int((directory / PID_NAME).read_text())
     except (FileNotFoundError, ValueError):
         return -1  # not written yet
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            running = os.fsencode(str(directory)) in f.read()
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            running = running and f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
-    except OSError:
-        return 0
-    return pid if running else 0
+    found = tree.proc(pid)
+    return pid if found and tree.alive(found) and member(pid, directory) else 0
 
 
 def stop(directory: Path, deadline: float) -> None:

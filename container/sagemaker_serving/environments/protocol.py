@@ -31,7 +31,10 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from asyncio import StreamReader, StreamWriter
 
 LENGTH = struct.Struct(">Q")
 MAX_HEADER_BYTES = 1 << 20
@@ -112,17 +115,7 @@ def write_frame(sock: socket.socket, header: dict[str, Any], body: bytes = b"") 
         sock.sendall(body)  # not joined to the head: no copy of a large body
 
 
-class AsyncReader(Protocol):
-    async def readexactly(self, n: int) -> bytes: ...
-
-
-class AsyncWriter(Protocol):
-    def write(self, data: bytes | bytearray | memoryview) -> None: ...
-
-    async def drain(self) -> None: ...
-
-
-async def aread_frame(reader: AsyncReader) -> tuple[dict[str, Any], bytearray]:
+async def aread_frame(reader: StreamReader) -> tuple[dict[str, Any], bytearray]:
     """The next frame from an asyncio stream (IncompleteReadError at the end). The body is read
     in CHUNK pieces into one buffer of its size: a large answer is held once, not twice."""
     (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
@@ -146,7 +139,7 @@ async def aread_frame(reader: AsyncReader) -> tuple[dict[str, Any], bytearray]:
     return header, body
 
 
-async def awrite_frame(writer: AsyncWriter, header: dict[str, Any], body: bytes = b"") -> None:
+async def awrite_frame(writer: StreamWriter, header: dict[str, Any], body: bytes = b"") -> None:
     """A frame to an asyncio stream, its body in CHUNK pieces as the peer takes them (the
     transport never holds a copy of a large body)."""
     writer.write(pack_head(header, len(body)))

@@ -23,6 +23,7 @@ from typing import Any
 
 from sagemaker_serving.environments import protocol
 from sagemaker_serving.environments.messages import context_fields
+from sagemaker_serving.environments.pool import member
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.user_code.handler_api import Context
 
@@ -187,22 +188,13 @@ class HandlerPool:
         reader, writer = await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
         sock = writer.get_extra_info("socket")
         pid, _, _ = PEER.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER.size))
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                ours = b"\0--dir\0" + os.fsencode(self.directory) + b"\0" in b"\0" + f.read()
-        except OSError:
-            ours = False
-        if not ours:
+        if not member(pid, os.path.dirname(self.socket_path)):
             writer.close()
             raise ForeignPeer(
                 f"the handler socket {self.socket_path} was answered by process {pid}, which is "
                 "not one of its handler processes (another process took the socket over)"
             )
         return reader, writer
-
-    @property
-    def directory(self) -> str:
-        return os.path.dirname(self.socket_path)
 
     async def alive(self) -> bool:
         """Whether a handler process answers (for /ping): a hello on a connection of its own,

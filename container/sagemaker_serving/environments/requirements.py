@@ -100,9 +100,10 @@ class Requirements:
         return path
 
 
-def read(code_dir: Path, wheelhouse: bool) -> Requirements:
-    """code/requirements.txt checked (RequirementsError says what is not allowed, where);
-    `wheelhouse`: code/wheelhouse is there, so no index, link or URL may be named."""
+def read(code_dir: Path) -> Requirements:
+    """code/requirements.txt checked (RequirementsError, a UserCodeError, says what is not
+    allowed, where); with code/wheelhouse, no index, link or URL may be named."""
+    wheelhouse = (code_dir / WHEELHOUSE_DIR).is_dir()
     reader = _Reader(code_dir.resolve(), wheelhouse)
     if wheelhouse:
         reader.inside(code_dir / WHEELHOUSE_DIR, f"code/{WHEELHOUSE_DIR} is")
@@ -113,15 +114,6 @@ def read(code_dir: Path, wheelhouse: bool) -> Requirements:
         tuple(dict.fromkeys(reader.names)),
         tuple(dict.fromkeys(reader.local)),
     )
-
-
-@dataclass
-class _Where:
-    label: str  # the file, relative to code/
-    number: int
-
-    def __str__(self) -> str:
-        return f"code/{self.label} line {self.number}"
 
 
 @dataclass
@@ -136,11 +128,9 @@ class _Reader:
 
     # ----- files -------------------------------------------------------------------------------
 
-    def read_file(
-        self, path: Path, where: _Where | None, constraint: bool, option: str = ""
-    ) -> None:
-        """Check every line of `path` (named at `where` by `option`; None: it is
-        code/requirements.txt)."""
+    def read_file(self, path: Path, where: str | None, constraint: bool, option: str = "") -> None:
+        """Check every line of `path` (named at `where`, "code/x line 3", by `option`; None:
+        it is code/requirements.txt)."""
         named = f"{where}: {option} names a file" if where else f"code/{REQUIREMENTS_FILE}"
         real = self.inside(path, named if where else f"{named} links to a file")
         if real in self.seen:
@@ -151,7 +141,7 @@ class _Reader:
         text = _read_text(real, f"{named} that" if where else named)
         label = real.relative_to(self.root).as_posix()
         for number, line in _logical_lines(text):
-            self.line(line, _Where(label, number), real.parent, constraint)
+            self.line(line, f"code/{label} line {number}", real.parent, constraint)
 
     def inside(self, path: Path, named: str) -> Path:
         """`path` resolved through every link; refused unless it is inside code/ and there,
@@ -178,7 +168,7 @@ class _Reader:
 
     # ----- lines -------------------------------------------------------------------------------
 
-    def line(self, line: str, where: _Where, directory: Path, constraint: bool) -> None:
+    def line(self, line: str, where: str, directory: Path, constraint: bool) -> None:
         if _VARIABLE.search(line):
             raise RequirementsError(
                 f"{where}: ${{...}} is not allowed (environment variables are not expanded: "
@@ -196,7 +186,7 @@ class _Reader:
             self.lines.append(rewritten + hashes)
             self.names += [name] if name else []
 
-    def options(self, tokens: list[str], where: _Where, directory: Path, constraint: bool) -> None:
+    def options(self, tokens: list[str], where: str, directory: Path, constraint: bool) -> None:
         index = 0
         while index < len(tokens):
             name, value, index = _option(tokens, index, where)
@@ -216,7 +206,7 @@ class _Reader:
             else:
                 self.lines.append(name)
 
-    def source(self, name: str, value: str, where: _Where, directory: Path) -> str:
+    def source(self, name: str, value: str, where: str, directory: Path) -> str:
         """An index or find-links option, rewritten (a folder as its absolute path)."""
         if self.wheelhouse:
             raise RequirementsError(
@@ -231,7 +221,7 @@ class _Reader:
         self.local.append(real)
         return f"{name} {shlex.quote(str(real))}"
 
-    def hashes(self, tokens: list[str], where: _Where) -> str:
+    def hashes(self, tokens: list[str], where: str) -> str:
         """The --hash options of a requirement line, checked and written back."""
         out = ""
         index = 0
@@ -250,7 +240,7 @@ class _Reader:
             out += f" --hash={value}"
         return out
 
-    def requirement(self, text: str, where: _Where) -> tuple[str, str]:
+    def requirement(self, text: str, where: str) -> tuple[str, str]:
         """A requirement rewritten for pip (a name (PEP 508), a URL or a path inside code/),
         and the distribution it names ("" when a path or URL alone does not say)."""
         if _URL.match(text):
@@ -272,7 +262,7 @@ class _Reader:
             )
         return str(requirement), canonical(requirement.name)
 
-    def url_line(self, text: str, where: _Where) -> str:
+    def url_line(self, text: str, where: str) -> str:
         """A requirement that is a URL alone (`https://host/pkg.whl`, `file:///...`)."""
         url, _, marker = text.partition("; ")
         url = url.strip()
@@ -282,7 +272,7 @@ class _Reader:
         checked = _http_url(url, where, "a requirement", self.wheelhouse)
         return checked + (f" ; {_marker(marker, where)}" if marker else "")
 
-    def direct_reference(self, url: str, where: _Where) -> str:
+    def direct_reference(self, url: str, where: str) -> str:
         """`name @ URL`'s URL: a file inside code/ (as a file: URL) or http(s)."""
         if url.lower().startswith("file:"):
             path = Path(unquote(urlsplit(url).path))
@@ -291,7 +281,7 @@ class _Reader:
             return real.as_uri()
         return _http_url(url, where, "a requirement", self.wheelhouse)
 
-    def path_line(self, text: str, where: _Where) -> str:
+    def path_line(self, text: str, where: str) -> str:
         """An archive or project folder inside code/ (`./pkg`, `wheels/x.whl`, extras and a
         marker kept), written relative to code/ (pip's working directory)."""
         path, _, marker = text.partition(";")
@@ -367,14 +357,14 @@ def _break(line: str) -> tuple[str, str]:
     return line, ""
 
 
-def _split(text: str, where: _Where) -> list[str]:
+def _split(text: str, where: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError:
         raise RequirementsError(f"{where}: unbalanced quotes") from None
 
 
-def _option(tokens: list[str], index: int, where: _Where) -> tuple[str, str | None, int]:
+def _option(tokens: list[str], index: int, where: str) -> tuple[str, str | None, int]:
     """The option at tokens[index]: (long name, value or None, index of the next token)."""
     token = tokens[index]
     spelling, value = token, None
@@ -404,7 +394,7 @@ def _named(token: str) -> str:
     return f"option {name}" if _OPTION_NAME.fullmatch(name) else "this option"
 
 
-def _http_url(url: str, where: _Where, what: str, wheelhouse: bool = False) -> str:
+def _http_url(url: str, where: str, what: str, wheelhouse: bool = False) -> str:
     if wheelhouse:
         raise RequirementsError(
             f"{where}: a URL is not allowed with code/wheelhouse (its wheels are the only source)"
@@ -419,7 +409,7 @@ def _http_url(url: str, where: _Where, what: str, wheelhouse: bool = False) -> s
     return url
 
 
-def _marker(text: str, where: _Where) -> str:
+def _marker(text: str, where: str) -> str:
     try:
         return str(Marker(text.strip()))
     except InvalidMarker as exc:

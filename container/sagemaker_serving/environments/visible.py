@@ -13,14 +13,17 @@ environment, sees them installed and installs only what is missing or pinned dif
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
 import os
-import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name as canonical
 
 # Offered to user code on purpose, with everything they need (their requirements, recursively).
 USER_DISTRIBUTIONS = ("requests", "boto3", "grpcio", "protobuf", "numpy")
@@ -45,26 +48,19 @@ SERVICE_DISTRIBUTIONS = (
 # whose distribution would bring TensorFlow along).
 SERVICE_PACKAGES = ("sagemaker_serving", "process_utils", "tfs_rest_json", "tensorflow_serving")
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _SKIPPED_TOP = ("..", "__pycache__")
-
-
-def canonical(name: str) -> str:
-    """A distribution name as pip compares them (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+MODULE_SUFFIXES = (".py", ".so", ".pyd")
 
 
 def requirement_names(requirements: Iterable[str]) -> list[str]:
-    """The distribution names a list of requirement strings starts with (extras' ones left
-    out); options, URLs and anything unreadable are skipped."""
-    names = []
-    for requirement in requirements:
-        text = requirement.split("#", 1)[0].strip()
-        if not text or text.startswith("-") or "extra ==" in text or "://" in text:
-            continue
-        match = _NAME.match(text)
-        if match:
-            names.append(canonical(match.group(0)))
+    """The canonical distribution names of a distribution's requirements (Requires-Dist),
+    extras' ones left out; anything unreadable is skipped."""
+    names: list[str] = []
+    for text in requirements:
+        with contextlib.suppress(InvalidRequirement):
+            requirement = Requirement(text)
+            if requirement.marker is None or "extra" not in str(requirement.marker):
+                names.append(canonical(requirement.name))
     return names
 
 
@@ -78,7 +74,7 @@ def _installed(name: str) -> importlib.metadata.Distribution | None:
 def closure(roots: Iterable[str]) -> set[str]:
     """`roots` and everything they require, as canonical names (installed ones only)."""
     seen: set[str] = set()
-    pending = [canonical(r) for r in roots]
+    pending: list[str] = [canonical(r) for r in roots]
     while pending:
         name = pending.pop()
         if name in seen:
@@ -107,7 +103,7 @@ def top_level_names(dist: importlib.metadata.Distribution) -> set[str]:
         if first.endswith((".dist-info", ".egg-info", ".data")) or first in _SKIPPED_TOP:
             continue
         if len(file.parts) == 1:
-            if not first.endswith((".py", ".so", ".pyd")):
+            if not first.endswith(MODULE_SUFFIXES):
                 continue
             first = first.split(".")[0]
         names.add(first)
@@ -136,9 +132,6 @@ def hidden_names() -> frozenset[str]:
         names = top_level_names(dist)
         (allowed.update if name in visible else hidden.update)(names)
     return frozenset(hidden - allowed)
-
-
-MODULE_SUFFIXES = (".py", ".so", ".pyd")
 
 
 def provided_names(directories: Iterable[str | Path]) -> set[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from sagemaker_serving.environments import build, seal
+from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
@@ -135,9 +136,7 @@ class ModelEnvironments:
             self._record_path(Path(pool_dir)).unlink(missing_ok=True)
 
     def records(self) -> list[Path]:
-        with contextlib.suppress(FileNotFoundError):
-            return sorted((self.state_dir / POOLS_DIR).iterdir())
-        return []
+        return _records(self.state_dir)
 
     def leftovers(self, used: set[str]) -> list[str]:
         """Pools no loaded model uses (their models went with a model server's death), old
@@ -310,6 +309,13 @@ class ModelEnvironments:
         return used
 
 
+def _records(state_dir: Path) -> list[Path]:
+    """The records of the pools that run (or are starting)."""
+    with contextlib.suppress(FileNotFoundError):
+        return sorted((state_dir / POOLS_DIR).iterdir())
+    return []
+
+
 def _held(directory: Path) -> set[str]:
     """The slots in `directory` whose loads are still preparing (their files locked); a slot
     whose loader is gone (crashed) is removed."""
@@ -362,9 +368,30 @@ def _saved(env_dir: Path) -> build.Environment | None:
 
 
 def _seal(env_dir: Path) -> str:
-    """The seal of what an environment runs: its venv and its links to the container's
-    packages (not environment.json, which is touched as it is used)."""
-    return seal.seal(env_dir / "venv") + seal.seal(env_dir / "linked")
+    """A digest of what an environment runs, to tell whether it changed since it was made
+    (code that ran in it may have left a .pth file that every later interpreter runs): every
+    file and link of its venv and of its links to the container's packages (path, size, mode,
+    mtime; not environment.json, touched as it is used), bytecode caches aside (the
+    interpreter writes them as it imports)."""
+    digest = hashlib.sha256()
+    for root in (env_dir / "venv", env_dir / "linked"):
+        for directory, folders, files in os.walk(root):
+            folders[:] = sorted(f for f in folders if f != "__pycache__")
+            links = (f for f in folders if os.path.islink(os.path.join(directory, f)))
+            for name in sorted([*files, *links]):
+                path = Path(directory, name)
+                with contextlib.suppress(OSError):
+                    info = path.lstat()
+                    digest.update(
+                        b"%s\0%d\0%o\0%d\n"
+                        % (
+                            os.fsencode(path.relative_to(env_dir)),
+                            info.st_size,
+                            info.st_mode,
+                            info.st_mtime_ns,
+                        )
+                    )
+    return digest.hexdigest()
 
 
 def _last_used(env_dir: Path) -> float:
@@ -376,8 +403,7 @@ def _last_used(env_dir: Path) -> float:
 def stop_model_pools(state_dir: Path, budget_seconds: float) -> None:
     """serve, at shutdown: stop every handler pool a load started."""
     deadline = time.monotonic() + max(0.5, budget_seconds)
-    with contextlib.suppress(FileNotFoundError):
-        for record in sorted((state_dir / POOLS_DIR).iterdir()):
-            with contextlib.suppress(OSError, ValueError):
-                handler_pool.stop(Path(json.loads(record.read_text())["pool"]), deadline)
-            record.unlink(missing_ok=True)
+    for record in _records(state_dir):
+        with contextlib.suppress(OSError, ValueError):
+            handler_pool.stop(Path(json.loads(record.read_text())["pool"]), deadline)
+        record.unlink(missing_ok=True)

@@ -148,7 +148,7 @@ def _broken_inference_py(tmp_path: Path) -> None:
 
 def _requirements_with_an_editable_install(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text("-e .\n")  # an editable install
-    requirements.read(tmp_path, wheelhouse=False)
+    requirements.read(tmp_path)
 
 
 def _universal_code_out_of_reach(tmp_path: Path) -> None:

@@ -29,14 +29,14 @@ def code(tmp_path) -> Path:
     return directory
 
 
-def checked(code: Path, text: str, wheelhouse: bool = False):
+def checked(code: Path, text: str):
     (code / "requirements.txt").write_text(text)
-    return read(code, wheelhouse)
+    return read(code)
 
 
-def refusal(code: Path, text: str, wheelhouse: bool = False) -> str:
+def refusal(code: Path, text: str) -> str:
     with pytest.raises(RequirementsError) as info:
-        checked(code, text, wheelhouse)
+        checked(code, text)
     return str(info.value)
 
 
@@ -160,7 +160,7 @@ def test_anything_else_is_refused_naming_the_line_and_why(code, line, words):
 )
 def test_with_a_wheelhouse_no_index_link_or_url(code, line):
     (code / "wheelhouse").mkdir()
-    message = refusal(code, f"{line}\n", wheelhouse=True)
+    message = refusal(code, f"{line}\n")
     assert message.startswith("code/requirements.txt line 1: ") and "wheelhouse" in message
 
 
@@ -168,7 +168,7 @@ def test_a_wheelhouse_holds_no_link_out_of_code(code, tmp_path):
     (code / "wheelhouse").mkdir()
     (tmp_path / "private.whl").write_bytes(b"PK")
     (code / "wheelhouse" / "private.whl").symlink_to(tmp_path / "private.whl")
-    message = refusal(code, "private\n", wheelhouse=True)
+    message = refusal(code, "private\n")
     assert message.startswith("code/wheelhouse is holding a link outside code/"), message
 
 
@@ -188,7 +188,7 @@ def test_a_requirements_txt_that_links_out_of_code_is_refused(code, tmp_path):
     (tmp_path / "elsewhere.txt").write_text(SECRET + "\n")
     (code / "requirements.txt").symlink_to(tmp_path / "elsewhere.txt")
     with pytest.raises(RequirementsError) as info:
-        read(code, False)
+        read(code)
     assert "outside code/" in str(info.value) and SECRET not in str(info.value)
 
 

@@ -42,16 +42,15 @@ def test_provided_names_are_packages_and_modules(tmp_path):
     assert visible.provided_names([tmp_path, tmp_path / "missing"]) == {"pkg", "mod", "ext"}
 
 
-def test_requirement_names_skip_options_urls_and_extras():
+def test_requirement_names_skip_extras_and_unreadable_lines():
     lines = [
-        "numpy==1.26.4  # pinned",
+        "numpy==1.26.4",
         "Pillow>=10",
-        "-r other.txt",
-        "--find-links wheels",
         "",
         "git+https://example.com/x.git",
         "protobuf; python_version >= '3.8'",
         'ml_dtypes ; extra == "dev"',
+        'Typing_Extensions>=4; platform_system == "Linux" and extra == "test"',
     ]
     assert visible.requirement_names(lines) == ["numpy", "pillow", "protobuf"]
 
