@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,7 +79,6 @@ NGINX_STOP_SECONDS = (
     SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
 )
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
-READY_FILE = "ready"
 READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
 
 
@@ -91,15 +89,11 @@ class Stack:
     settings: Settings
     run_dir: Path
     models: list[Model]
-    default_model: str
-    rest_ports: list[int]
-    grpc_ports: list[int]
     nginx: Child
     nginx_conf: NginxConf
     service: ServiceProcess
-    ready_file: Path  # new_ready_file()
+    counts: RequestCounts  # every request nginx answers, counted
     model_servers: list[Child] = field(default_factory=list)
-    counts: RequestCounts | None = None  # every request nginx answers, counted
     startup_failure: str | None = None  # why start-up failed, said again as the last line
 
     @property
@@ -215,13 +209,6 @@ def model_server_children(
     return children
 
 
-def new_ready_file() -> Path:
-    """Where serve notes that everything is ready: until the file exists, /ping's probes answer
-    503 themselves instead of trying model servers and a Python service that are still
-    starting. In a private directory of its own."""
-    return Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-")) / READY_FILE
-
-
 def nginx_child(
     settings: Settings,
     layout: NginxLayout,
@@ -230,7 +217,6 @@ def nginx_child(
     default: str,
     rest_ports: list[int],
     service: ServiceProcess,
-    ready_file: Path,
     counts: RequestCounts,
 ) -> tuple[Child, NginxConf]:
     """nginx with the run's config, once `nginx -t` accepts it (StartupError if not)."""
@@ -241,8 +227,8 @@ def nginx_child(
         listen=f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port),
         default_model=default,
         rest_ports=rest_ports,
-        service=service,
-        ready_file=ready_file,
+        service_socket=service.socket_path,
+        user_code=service.handles_invocations,
         shutdown_grace=NGINX_DRAIN_SECONDS,
         counts_path=counts.nginx_path,
         counts_format=log_format(),
@@ -317,23 +303,17 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
         settings, args.model_dir, run_dir, names, default, ports, child_environment(settings)
     )
     made.append(service.socket_dir)
-    ready_file = new_ready_file()
-    made.append(ready_file.parent)
     counts = RequestCounts(str(service.metrics_dir), default)
     nginx, nginx_conf = nginx_child(
-        settings, layout, run_dir, args.host, default, rest_ports, service, ready_file, counts
+        settings, layout, run_dir, args.host, default, rest_ports, service, counts
     )
     stack = Stack(
         settings=settings,
         run_dir=run_dir,
         models=models,
-        default_model=default,
-        rest_ports=rest_ports,
-        grpc_ports=[grpc for grpc, _ in ports],
         nginx=nginx,
         nginx_conf=nginx_conf,
         service=service,
-        ready_file=ready_file,
         model_servers=model_server_children(settings, models, run_dir, ports),
         counts=counts,
     )
@@ -388,7 +368,7 @@ def service_not_ready(socket_path: str, timeout: float = 1.0) -> str | None:
 
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
     """Until the Python service's /ping answers 200 and nginx listens (False on deadline,
-    stop or death); then lets nginx's /ping ask the service (ready_file)."""
+    stop or death); then lets nginx's /ping ask the service (its ready file)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
     port = stack.settings.bind_to_port
     pending: str | None = "not asked yet"
@@ -421,7 +401,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
         pending = service_not_ready(stack.service.socket_path)
         if pending is not None or not listens:
             supervisor.sleep(READY_POLL_SECONDS)
-    stack.ready_file.touch()
+    stack.nginx_conf.ready_file.touch()
     return True
 
 
@@ -452,8 +432,7 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
-    if stack.counts is not None:
-        stack.counts.stop()  # what nginx wrote last
+    stack.counts.stop()  # what nginx wrote last
     handlers = [stack.service.handlers] if stack.service.handlers is not None else []
     backends = [stack.service.child, *handlers, *stack.model_servers]
     stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
@@ -462,7 +441,6 @@ def shutdown(stack: Stack, requested_at: float) -> None:
     for child in stack.children:  # what they wrote last, before our last line
         child.drain(max(0.0, deadline - time.monotonic()))
     stack.service.cleanup()
-    shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
 
 
@@ -523,7 +501,7 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, frame: stops.append(number))
     # should serve die without its shutdown, the watchdog removes its temporary directories
-    for directory in (stack.ready_file.parent, stack.service.socket_dir, stack.service.pool_dir):
+    for directory in (stack.service.socket_dir, stack.service.pool_dir):
         if directory is not None:
             watchdog.remove_on_exit(directory)
     if args.run_dir is None:
@@ -543,8 +521,7 @@ def run(args: argparse.Namespace) -> int:
         if stack.service.handlers is not None:
             stack.service.handlers.start()
         stack.service.child.start()
-        if stack.counts is not None:
-            stack.counts.start()
+        stack.counts.start()
         stack.nginx.start()
         if not wait_until_ready(stack, supervisor):
             if supervisor.stopping:

@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import jinja2
 
@@ -44,6 +44,7 @@ MODULE_DIRS = (
 NJS_MODULE = "ngx_http_js_module.so"
 HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 CONF_NAME = "nginx.conf"
+READY_FILE = "ready"  # in the service's folder, which nginx's workers reach
 # A request body nginx keeps in memory: past SageMaker's 6 MB real-time limit, so any real-time
 # request can take tfs.js's fast path; a larger one is spooled to a file for the service.
 BODY_IN_MEMORY = 8 * 1024 * 1024
@@ -164,16 +165,6 @@ def size_text(num_bytes: int) -> str:
     return f"{num_bytes // mib}m" if num_bytes % mib == 0 else str(num_bytes)
 
 
-class PythonServiceLink(Protocol):
-    """What nginx needs of the Python service (serve's ServiceProcess)."""
-
-    @property
-    def socket_path(self) -> str: ...  # gunicorn's unix socket
-
-    @property
-    def handles_invocations(self) -> bool: ...  # user code: /invocations goes to it
-
-
 @dataclass
 class NginxConf:
     """nginx.conf and the values it is rendered from (rendered again to drain)."""
@@ -196,6 +187,11 @@ class NginxConf:
         write_private(self.path, text)
         return self.path
 
+    @property
+    def ready_file(self) -> Path:
+        """Made by serve once everything is ready: until then /ping answers 503 itself."""
+        return Path(self.values["ready_file"])
+
     def command(self) -> list[str]:
         """nginx in the foreground on this file (add -t to only test it)."""
         run_dir = str(self.values["run_dir"])
@@ -210,16 +206,17 @@ def nginx_conf(
     listen: str,
     default_model: str,
     rest_ports: Sequence[int],
-    service: PythonServiceLink,
-    ready_file: Path,
+    service_socket: str,
+    user_code: bool,
     shutdown_grace: int,
     counts_path: str,
     counts_format: str,
 ) -> NginxConf:
-    """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, /ping
-    waits for `ready_file`, nginx ends its own drain after `shutdown_grace` s, and writes a line
-    per request to `counts_path` (request_counts.py)."""
-    temp_dir = Path(service.socket_path).parent  # the service's folder: serve's user's
+    """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, the
+    Python service listens on `service_socket` (and with `user_code` takes /invocations), nginx
+    ends its own drain after `shutdown_grace` s, and writes a line per request to
+    `counts_path` (request_counts.py)."""
+    temp_dir = Path(service_socket).parent  # the service's folder: serve's user's
     for sub in TEMP_DIRS:
         (temp_dir / sub).mkdir(exist_ok=True)
     values: dict[str, Any] = {
@@ -245,15 +242,15 @@ def nginx_conf(
         "connections_per_client": settings.nginx_max_connections_per_client,
         "proxy_timeout": settings.proxy_read_timeout_seconds,
         "rest_ports": list(rest_ports),
-        "service_socket": service.socket_path,
+        "service_socket": service_socket,
         "multi_model": settings.multi_model,
-        "user_code": service.handles_invocations,
+        "user_code": user_code,
         # the service holds every answer to SAGEMAKER_MAX_RESPONSE_SIZE: none passes straight on
         "answer_limit": settings.max_response_size is not None,
         "listen": listen,
         "default_model": default_model,
         "error_pages": ERROR_PAGES,
-        "ready_file": ready_file,
+        "ready_file": temp_dir / READY_FILE,
         "execution_parameters": json.dumps(execution_parameters(settings)),
         "load_timeout": settings.wait_time_seconds + 10,
         # nginx's quoted strings take \n for a newline
