@@ -8,6 +8,7 @@ import select
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -51,27 +52,22 @@ BODY_IN_MEMORY = 8 * 1024 * 1024
 TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # in the service's folder
 ERROR_PAGES = (400, 403, 404, 405, 406, 411, 412, 413, 414, 415, 416, 429, 431, 500, 502, 503,
                504, 507)  # fmt: skip
+# answered with their standard reason phrase (414's and 416's changed names: written out)
+PLAIN_ERRORS = (400, 403, 404, 405, 406, 411, 412, 415, 431, 500, 503, 507)
 
 
 def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
     """What nginx answers itself, by the name its error page gives (tfs.js's `error`):
     (status, message, Allow header or "")."""
     limit = settings.body_limit_bytes
-    errors = {
-        "400": (400, "Bad Request", ""),
-        "403": (403, "Forbidden", ""),
-        "404": (404, "Not Found", ""),
-        "405": (405, "Method Not Allowed", ""),
-        "406": (406, "Not Acceptable", ""),
-        "411": (411, "Length Required", ""),
-        "412": (412, "Precondition Failed", ""),
+    errors = {str(status): (status, HTTPStatus(status).phrase, "") for status in PLAIN_ERRORS}
+    errors |= {
         "413": (
             413,
             f"Payload Too Large: the request body is over the limit of {limit} bytes",
             "",
         ),
         "414": (414, "URI Too Long", ""),
-        "415": (415, "Unsupported Media Type", ""),
         "416": (416, "Range Not Satisfiable", ""),
         "429": (
             429,
@@ -79,18 +75,14 @@ def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
             f"{settings.nginx_max_connections_per_client} requests in progress",
             "",
         ),
-        "431": (431, "Request Header Fields Too Large", ""),
-        "500": (500, "Internal Server Error", ""),
         "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)", ""),
         "502": (502, "Bad Gateway: a backend process is unavailable", ""),
-        "503": (503, "Service Unavailable", ""),
         "504": (
             504,
             f"Gateway Timeout: the invocation did not finish within "
             f"{settings.proxy_read_timeout_seconds} s",
             "",
         ),
-        "507": (507, "Insufficient Storage", ""),
         "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
         "method": (400, "Bad Request: an unknown request method", ""),
         "header-bytes": (400, "Bad Request: control characters in a request header", ""),
