@@ -11,7 +11,6 @@ import http.client
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -272,9 +271,9 @@ def warn_misplaced_code(settings: Settings, model_dir: Path) -> None:
         log.warning("%s is not read: user code is read from %s", path, where)
 
 
-def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) -> Stack:
-    """The stack, not started; every directory it makes is added to `made` (for the caller
-    to remove should start-up stop)."""
+def build_stack(args: argparse.Namespace, settings: Settings, watchdog: Watchdog) -> Stack:
+    """The stack, not started; the watchdog removes every temporary directory it makes once
+    serve is gone (or stops its watchdog: start-up stopped short, or the shutdown ended)."""
     check_front_port(args.host, settings.bind_to_port)  # before anything is made or started
     if settings.multi_model:  # models come and go through the /models API
         if not args.model_dir.is_dir():
@@ -296,13 +295,15 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
     layout = find_nginx(NGINX_DIR)
     run_dir = run_directory.prepare(args.run_dir)
     if args.run_dir is None:
-        made.append(run_dir)
+        watchdog.remove_on_exit(run_dir)
     log.info("run directory: %s", run_dir)
     names = [m.name for m in models]
     service = service_process(
         settings, args.model_dir, run_dir, names, default, ports, child_environment(settings)
     )
-    made.append(service.socket_dir)
+    for directory in (service.socket_dir, service.pool_dir):
+        if directory is not None:
+            watchdog.remove_on_exit(directory)
     counts = RequestCounts(str(service.metrics_dir), default)
     nginx, nginx_conf = nginx_child(
         settings, layout, run_dir, args.host, default, rest_ports, service, counts
@@ -319,6 +320,7 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
     )
     for child in stack.children:  # serve writes every line of the stack itself
         child.relay = output_relay(settings)
+        child.watchdog = watchdog
     return stack
 
 
@@ -454,11 +456,6 @@ def stop_leftovers(budget_seconds: float, keep: set[int]) -> None:
         log.warning("killed %d process(es) left running by the stack (user code's, pip)", killed)
 
 
-def remove_dirs(paths: list[Path]) -> None:
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 class StopDuringStartup(Exception):
     """SIGTERM or SIGINT while start-up prepares (a pip install): stop there, cleanly."""
 
@@ -468,7 +465,6 @@ def _stop_during_startup(signum: int, frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    made: list[Path] = []  # directories start-up made: removed when it stops short
     # orphans of what serve starts stay under it (a handler's detached child, a pool's daemon):
     # the supervisor reaps them, and the shutdown and the watchdog find them to stop them
     subreaper = tree.become_subreaper()
@@ -478,6 +474,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         log.error("cannot start: the watchdog: %s", exc)
         return 2
+    supervisor = Supervisor([], watchdog=watchdog)
+    supervisor.reap_orphans = supervisor.reap_orphans or subreaper
     # until the supervisor takes them: a stop while pip runs kills pip (environments/build)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_during_startup)
@@ -486,33 +484,17 @@ def run(args: argparse.Namespace) -> int:
         log_setup.configure("INFO", settings.log_format)
         if args.model_dir is None:
             args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
-        stack = build_stack(args, settings, made)
+        stack = build_stack(args, settings, watchdog)
+        supervisor.install_signal_handlers()
     except StopDuringStartup as exc:
-        remove_dirs(made)
-        watchdog.stop()
+        watchdog.stop()  # and with it the directories start-up made
         log.info("stopped during start-up (%s)", exc)
         return 0
     except (StartupError, OSError) as exc:  # OSError: a file start-up could not write
-        remove_dirs(made)
         watchdog.stop()
         log.error("cannot start: %s", exc)
         return 2
-    stops: list[int] = []  # a stop asked for before the supervisor listens
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda number, frame: stops.append(number))
-    # should serve die without its shutdown, the watchdog removes its temporary directories
-    for directory in (stack.service.socket_dir, stack.service.pool_dir):
-        if directory is not None:
-            watchdog.remove_on_exit(directory)
-    if args.run_dir is None:
-        watchdog.remove_on_exit(stack.run_dir)
-    for child in stack.children:
-        child.watchdog = watchdog
-    supervisor = Supervisor(stack.children, watchdog=watchdog)
-    supervisor.reap_orphans = supervisor.reap_orphans or subreaper
-    supervisor.install_signal_handlers()
-    if stops:
-        supervisor.request_stop()
+    supervisor.children = stack.children
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
@@ -548,9 +530,9 @@ def run(args: argparse.Namespace) -> int:
         shutdown(stack, stopped_at)
         keep = {watchdog.proc.pid} if watchdog.proc is not None else set()
         stop_leftovers(stopped_at + SHUTDOWN_BUDGET_SECONDS - time.monotonic(), keep)
-        if args.run_dir is None:
-            shutil.rmtree(stack.run_dir, ignore_errors=True)
-        watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
+        # kills whatever is still listed (nothing, after a clean shutdown), removes the
+        # temporary directories
+        watchdog.stop()
         if stack.startup_failure:
             log.error("cannot start: %s", stack.startup_failure)
 

@@ -150,7 +150,8 @@ class Watchdog:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        """Close the pipe: the watchdog kills what is still listed (normally nothing) and exits."""
+        """Close the pipe: the watchdog kills what is still listed (normally nothing) and exits;
+        the directories are gone on return (removed here should it not have finished)."""
         with self._lock:
             self._close()
         if self.proc is not None:
@@ -159,6 +160,8 @@ class Watchdog:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        for path in self._directories:
+            shutil.rmtree(path, ignore_errors=True)
 
     def _send(self, lines: list[str]) -> None:
         if self._write_fd is None or not lines:
