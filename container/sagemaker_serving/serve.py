@@ -96,9 +96,13 @@ class Stack:
     startup_failure: str | None = None  # why start-up failed, said again as the last line
 
     @property
+    def backends(self) -> list[Child]:
+        """What nginx passes requests to: stopped once it has drained."""
+        return [*self.service.children, *self.model_servers]
+
+    @property
     def children(self) -> list[Child]:
-        handlers = [self.service.handlers] if self.service.handlers is not None else []
-        return [self.nginx, self.service.child, *handlers, *self.model_servers]
+        return [self.nginx, *self.backends]
 
 
 DESCRIPTION = f"""\
@@ -156,9 +160,10 @@ def child_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def write_model_server_files(
-    settings: Settings, models: list[Model], run_dir: Path
-) -> tuple[Path, Path | None]:
+def model_server_children(
+    settings: Settings, models: list[Model], run_dir: Path, ports: list[tuple[int, int]]
+) -> list[Child]:
+    """The model server instances, their config files written."""
     config = run_dir / "model-config.cfg"
     config.write_text(model_config_text(models))
     log.info("model config %s:\n%s", config, config.read_text())
@@ -167,13 +172,6 @@ def write_model_server_files(
         batching = run_dir / "batching-config.cfg"
         batching.write_text(batching_parameters_text(settings))
         log.info("batching parameters %s:\n%s", batching, batching.read_text())
-    return config, batching
-
-
-def model_server_children(
-    settings: Settings, models: list[Model], run_dir: Path, ports: list[tuple[int, int]]
-) -> list[Child]:
-    config, batching = write_model_server_files(settings, models, run_dir)
     monitoring = run_dir / "monitoring.cfg"
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
@@ -435,9 +433,7 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
     stack.counts.stop()  # what nginx wrote last
-    handlers = [stack.service.handlers] if stack.service.handlers is not None else []
-    backends = [stack.service.child, *handlers, *stack.model_servers]
-    stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
+    stop_all(stack.backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
     for child in stack.children:  # what they wrote last, before our last line
@@ -498,11 +494,9 @@ def run(args: argparse.Namespace) -> int:
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
-        for child in stack.model_servers:  # the slowest to be ready first
+        # the slowest to be ready first; the handler processes before the service asks them
+        for child in [*stack.model_servers, *reversed(stack.service.children)]:
             child.start()
-        if stack.service.handlers is not None:
-            stack.service.handlers.start()
-        stack.service.child.start()
         stack.counts.start()
         stack.nginx.start()
         if not wait_until_ready(stack, supervisor):

@@ -40,6 +40,11 @@ class ServiceProcess:
     handlers: Child | None = None  # the handler pool of a single-model endpoint's own code
     pool_dir: Path | None = None
 
+    @property
+    def children(self) -> list[Child]:
+        """The service, and its handler processes when it has some."""
+        return [self.child, *([self.handlers] if self.handlers is not None else [])]
+
     def cleanup(self) -> None:
         for fd in (*self.child.pass_fds, self.lifeline):
             with contextlib.suppress(OSError):
