@@ -49,7 +49,7 @@ from sagemaker_serving.launcher.nginx_config import (
     find_nginx,
     nginx_conf,
 )
-from sagemaker_serving.launcher.request_counts import RequestCounts, log_format
+from sagemaker_serving.launcher.request_counts import RequestCounts
 from sagemaker_serving.launcher.service_process import (
     SERVICE_ERROR_FILE,
     ServiceProcess,
@@ -228,7 +228,6 @@ def nginx_child(
         user_code=service.handles_invocations,
         shutdown_grace=NGINX_DRAIN_SECONDS,
         counts_path=counts.nginx_path,
-        counts_format=log_format(),
     )
     path = conf.write()
     check = Child(

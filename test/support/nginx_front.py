@@ -19,7 +19,6 @@ from process_utils import free_port, terminate
 from sagemaker_serving.config.access import SOCKET_UMASK, socket_dir
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import find_nginx, nginx_conf
-from sagemaker_serving.launcher.request_counts import log_format
 
 START_SECONDS = 20.0
 
@@ -67,7 +66,6 @@ def front_door(
         user_code=user_code,
         shutdown_grace=1,
         counts_path="/dev/null",
-        counts_format=log_format(),
     )
     conf.write()
     conf.ready_file.touch()

@@ -21,7 +21,7 @@ from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher.njs_tables import write_njs_tables
-from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS
+from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, log_format
 
 TEMPLATE_NAME = "nginx.conf.j2"
 SCRIPT_NAME = "tfs.js"
@@ -202,7 +202,6 @@ def nginx_conf(
     user_code: bool,
     shutdown_grace: int,
     counts_path: str,
-    counts_format: str,
 ) -> NginxConf:
     """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, the
     Python service listens on `service_socket` (and with `user_code` takes /invocations), nginx
@@ -224,7 +223,7 @@ def nginx_conf(
         "temp_dir": temp_dir,
         "access_log_format": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "log_ping": settings.log_ping,
-        "counts_format": counts_format,
+        "counts_format": log_format(),
         "counts_path": counts_path,
         "counts_buffer": select.PIPE_BUF,
         "counts_flush": f"{round(COUNTS_FLUSH_SECONDS * 1000)}ms",

@@ -127,7 +127,7 @@ class Child:
             return proc.wait()
         if exited is None:
             return None
-        self.kill_group()  # the leader is a zombie: the group id is still ours
+        self.kill()  # the leader is a zombie: the group id is still ours
         code = proc.wait()
         if self.watchdog is not None:
             self.watchdog.forget(proc.pid)
@@ -142,13 +142,12 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signum)
 
-    def kill_group(self) -> None:
-        """SIGKILL the process group (the leader and whatever it started), unless reaped."""
+    def kill(self) -> None:
+        """SIGKILL the process group (the leader and whatever it started), unless reaped
+        (process_utils.Stoppable: a stop kills the whole group)."""
         if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-
-    kill = kill_group  # process_utils.Stoppable: a stop kills the whole group
 
     def wait(self, timeout: float) -> bool:
         """True once the process has exited (within timeout seconds)."""

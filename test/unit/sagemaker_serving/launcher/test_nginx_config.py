@@ -25,7 +25,6 @@ from sagemaker_serving.launcher.nginx_config import (
     nginx_conf,
     size_text,
 )
-from sagemaker_serving.launcher.request_counts import log_format
 
 VARIANTS = {  # name: (environment, user code)
     "built-in": ({}, False),
@@ -48,7 +47,6 @@ def conf_for(run_dir: Path, settings: Settings, user_code: bool, nginx_dir: Path
         user_code=user_code,
         shutdown_grace=17,
         counts_path="/dev/null",
-        counts_format=log_format(),
     )
 
 
