@@ -20,7 +20,7 @@ from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
-from sagemaker_serving.launcher.njs_tables import write_njs_tables
+from sagemaker_serving.launcher.njs_tables import ErrorAnswer, write_njs_tables
 from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, log_format
 
 TEMPLATE_NAME = "nginx.conf.j2"
@@ -56,56 +56,43 @@ ERROR_PAGES = (400, 403, 404, 405, 406, 411, 412, 413, 414, 415, 416, 429, 431, 
 PLAIN_ERRORS = (400, 403, 404, 405, 406, 411, 412, 415, 431, 500, 503, 507)
 
 
-def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
+def front_door_errors(settings: Settings) -> dict[str, ErrorAnswer]:
     """What nginx answers itself, by the name its error page gives (tfs.js's `error`):
-    (status, message, Allow header or "")."""
+    (status, message[, Allow header])."""
     limit = settings.body_limit_bytes
-    errors = {str(status): (status, HTTPStatus(status).phrase, "") for status in PLAIN_ERRORS}
+    timeout = settings.proxy_read_timeout_seconds
+    errors: dict[str, ErrorAnswer] = {
+        str(status): (status, HTTPStatus(status).phrase) for status in PLAIN_ERRORS
+    }
     errors |= {
-        "413": (
-            413,
-            f"Payload Too Large: the request body is over the limit of {limit} bytes",
-            "",
-        ),
-        "414": (414, "URI Too Long", ""),
-        "416": (416, "Range Not Satisfiable", ""),
+        "413": (413, f"Payload Too Large: the request body is over the limit of {limit} bytes"),
+        "414": (414, "URI Too Long"),
+        "416": (416, "Range Not Satisfiable"),
         "429": (
             429,
             "Too Many Requests: this client has "
             f"{settings.nginx_max_connections_per_client} requests in progress",
-            "",
         ),
-        "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)", ""),
-        "502": (502, "Bad Gateway: a backend process is unavailable", ""),
-        "504": (
-            504,
-            f"Gateway Timeout: the invocation did not finish within "
-            f"{settings.proxy_read_timeout_seconds} s",
-            "",
-        ),
-        "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
-        "method": (400, "Bad Request: an unknown request method", ""),
-        "header-bytes": (400, "Bad Request: control characters in a request header", ""),
+        "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)"),
+        "502": (502, "Bad Gateway: a backend process is unavailable"),
+        "504": (504, f"Gateway Timeout: the invocation did not finish within {timeout} s"),
+        "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)"),
+        "method": (400, "Bad Request: an unknown request method"),
+        "header-bytes": (400, "Bad Request: control characters in a request header"),
         "repeated-attributes": (
             400,
             f"Bad Request: {routing_rules.HEADER} sent more than once (send one, with its "
             "attributes separated by commas)",
-            "",
         ),
         "raw-bytes": (
             400,
             "Bad Request: a byte outside printable ASCII in the request target (percent-encode it)",
-            "",
         ),
         "405-get": (405, "Method Not Allowed: use GET /execution-parameters", "GET, HEAD"),
-        "model-server-down": (503, "The model server is unavailable", ""),
-        "model-server-timeout": (
-            504,
-            f"The model server did not answer within {settings.proxy_read_timeout_seconds} s",
-            "",
-        ),
-        "starting": (503, "Starting: not ready yet", ""),
-        "draining": (503, "Shutting down", ""),
+        "model-server-down": (503, "The model server is unavailable"),
+        "model-server-timeout": (504, f"The model server did not answer within {timeout} s"),
+        "starting": (503, "Starting: not ready yet"),
+        "draining": (503, "Shutting down"),
     }
     assert {str(status) for status in ERROR_PAGES} <= set(errors)
     return errors
@@ -164,7 +151,7 @@ class NginxConf:
     layout: NginxLayout
     path: Path
     values: dict[str, Any]
-    errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    errors: dict[str, ErrorAnswer] = field(default_factory=dict)
 
     def write(self, draining: bool = False) -> Path:
         """Write the file (and the njs tables beside it); `draining`: /ping answers 503."""
