@@ -37,11 +37,11 @@ SNAPSHOT_SECONDS = 0.5
 KILL_SECONDS = 5.0  # for the processes under serve, once it is gone
 
 
-def parse(lines: list[bytes], groups: set[int], directories: list[str] | None = None) -> None:
+def parse(lines: list[bytes], groups: set[int], directories: list[str]) -> None:
     """Apply "+PGID" / "-PGID" lines to the set of groups to kill, "dPATH" to the directories."""
     for line in lines:
         text = line.strip()
-        if text[:1] == b"d" and directories is not None and text[1:2] == b"/":
+        if text[:2] == b"d/":
             directories.append(os.fsdecode(text[1:]))
             continue
         if len(text) < 2 or not text[1:].isdigit():
