@@ -197,7 +197,6 @@ class Supervisor:
         self.watchdog = watchdog
         self._stop = threading.Event()
         self.stop_requested_at: float | None = None  # time.monotonic() of the first request
-        self.on_restart: Callable[[Child], None] | None = None
         self.on_death: Callable[[Child], None] | None = None  # before its restart is due
         self.reap_orphans = os.getpid() == 1  # in a container, orphans become serve's
         self.memory = MemoryCgroup()  # names OOM kills in the death log
@@ -237,8 +236,6 @@ class Supervisor:
                 log.info("restarting %s in %.1fs", child.name, (child.restart_at or now) - now)
             if child.restart_at is not None and now >= child.restart_at:
                 child.start()
-                if self.on_restart is not None:
-                    self.on_restart(child)
         if self.watchdog is not None and not self.watchdog.alive():
             log.error("the watchdog exited: starting another one")
             self.watchdog.start()
