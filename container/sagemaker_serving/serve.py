@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
 import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -78,6 +80,7 @@ NGINX_STOP_SECONDS = (
     SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
 )
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
+NGINX_TEST_SECONDS = 30
 READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
 
 
@@ -230,16 +233,19 @@ def nginx_child(
         counts_path=counts.nginx_path,
     )
     path = conf.write()
-    check = Child(
-        "nginx-config-test",
-        [*conf.command(), "-t", "-q"],
-        relay=output_relay(settings),
-        pass_fds=(counts.write_fd,),
-    )
-    check.start()
-    passed = check.wait(30) and check.proc is not None and check.proc.returncode == 0
-    check.drain(2.0)  # its message before ours
-    if not passed:
+    try:
+        test = subprocess.run(
+            [*conf.command(), "-t", "-q"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(counts.write_fd,),
+            timeout=NGINX_TEST_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        raise StartupError(f"nginx -t did not finish within {NGINX_TEST_SECONDS} s") from None
+    output_relay(settings)("nginx-config-test", io.BytesIO(test.stdout))  # before our message
+    if test.returncode != 0:
         raise StartupError(f"nginx rejected the generated config {path} (see the log above)")
     nginx = Child(
         "nginx",
