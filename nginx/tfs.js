@@ -168,7 +168,7 @@ function invocations(r) {
 }
 
 // nginx's own answers: {"error": message, "request_id": id} with the status its error page
-// names (RULES.errors: status or name -> [status, message, Allow]).
+// names (RULES.errors: status or name -> [status, message(, Allow)]).
 function error(r) {
     var entry = RULES.errors[r.variables.error_name] || RULES.errors[RULES.unknownError];
     if (entry[2]) {

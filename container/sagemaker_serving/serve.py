@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import io
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
+import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,7 +51,7 @@ from sagemaker_serving.launcher.nginx_config import (
     find_nginx,
     nginx_conf,
 )
-from sagemaker_serving.launcher.request_counts import RequestCounts, log_format
+from sagemaker_serving.launcher.request_counts import RequestCounts
 from sagemaker_serving.launcher.service_process import (
     SERVICE_ERROR_FILE,
     ServiceProcess,
@@ -80,7 +80,7 @@ NGINX_STOP_SECONDS = (
     SHUTDOWN_BUDGET_SECONDS - DRAIN_NOTICE_SECONDS - BACKEND_STOP_SECONDS - 2 * KILL_RESERVE_SECONDS
 )
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
-READY_FILE = "ready"
+NGINX_TEST_SECONDS = 30
 READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
 
 
@@ -91,21 +91,21 @@ class Stack:
     settings: Settings
     run_dir: Path
     models: list[Model]
-    default_model: str
-    rest_ports: list[int]
-    grpc_ports: list[int]
     nginx: Child
     nginx_conf: NginxConf
     service: ServiceProcess
-    ready_file: Path  # new_ready_file()
+    counts: RequestCounts  # every request nginx answers, counted
     model_servers: list[Child] = field(default_factory=list)
-    counts: RequestCounts | None = None  # every request nginx answers, counted
     startup_failure: str | None = None  # why start-up failed, said again as the last line
 
     @property
+    def backends(self) -> list[Child]:
+        """What nginx passes requests to: stopped once it has drained."""
+        return [*self.service.children, *self.model_servers]
+
+    @property
     def children(self) -> list[Child]:
-        handlers = [self.service.handlers] if self.service.handlers is not None else []
-        return [self.nginx, self.service.child, *handlers, *self.model_servers]
+        return [self.nginx, *self.backends]
 
 
 DESCRIPTION = f"""\
@@ -163,9 +163,10 @@ def child_environment(settings: Settings) -> dict[str, str]:
     return env
 
 
-def write_model_server_files(
-    settings: Settings, models: list[Model], run_dir: Path
-) -> tuple[Path, Path | None]:
+def model_server_children(
+    settings: Settings, models: list[Model], run_dir: Path, ports: list[tuple[int, int]]
+) -> list[Child]:
+    """The model server instances, their config files written."""
     config = run_dir / "model-config.cfg"
     config.write_text(model_config_text(models))
     log.info("model config %s:\n%s", config, config.read_text())
@@ -174,13 +175,6 @@ def write_model_server_files(
         batching = run_dir / "batching-config.cfg"
         batching.write_text(batching_parameters_text(settings))
         log.info("batching parameters %s:\n%s", batching, batching.read_text())
-    return config, batching
-
-
-def model_server_children(
-    settings: Settings, models: list[Model], run_dir: Path, ports: list[tuple[int, int]]
-) -> list[Child]:
-    config, batching = write_model_server_files(settings, models, run_dir)
     monitoring = run_dir / "monitoring.cfg"
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
@@ -215,13 +209,6 @@ def model_server_children(
     return children
 
 
-def new_ready_file() -> Path:
-    """Where serve notes that everything is ready: until the file exists, /ping's probes answer
-    503 themselves instead of trying model servers and a Python service that are still
-    starting. In a private directory of its own."""
-    return Path(tempfile.mkdtemp(prefix="sagemaker-serve-ping-")) / READY_FILE
-
-
 def nginx_child(
     settings: Settings,
     layout: NginxLayout,
@@ -230,7 +217,6 @@ def nginx_child(
     default: str,
     rest_ports: list[int],
     service: ServiceProcess,
-    ready_file: Path,
     counts: RequestCounts,
 ) -> tuple[Child, NginxConf]:
     """nginx with the run's config, once `nginx -t` accepts it (StartupError if not)."""
@@ -241,23 +227,25 @@ def nginx_child(
         listen=f"{host}:{settings.bind_to_port}" if host else str(settings.bind_to_port),
         default_model=default,
         rest_ports=rest_ports,
-        service=service,
-        ready_file=ready_file,
+        service_socket=service.socket_path,
+        user_code=service.handles_invocations,
         shutdown_grace=NGINX_DRAIN_SECONDS,
         counts_path=counts.nginx_path,
-        counts_format=log_format(),
     )
     path = conf.write()
-    check = Child(
-        "nginx-config-test",
-        [*conf.command(), "-t", "-q"],
-        relay=output_relay(settings),
-        pass_fds=(counts.write_fd,),
-    )
-    check.start()
-    passed = check.wait(30) and check.proc is not None and check.proc.returncode == 0
-    check.drain(2.0)  # its message before ours
-    if not passed:
+    try:
+        test = subprocess.run(
+            [*conf.command(), "-t", "-q"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(counts.write_fd,),
+            timeout=NGINX_TEST_SECONDS,
+        )
+    except subprocess.TimeoutExpired:
+        raise StartupError(f"nginx -t did not finish within {NGINX_TEST_SECONDS} s") from None
+    output_relay(settings)("nginx-config-test", io.BytesIO(test.stdout))  # before our message
+    if test.returncode != 0:
         raise StartupError(f"nginx rejected the generated config {path} (see the log above)")
     nginx = Child(
         "nginx",
@@ -286,9 +274,9 @@ def warn_misplaced_code(settings: Settings, model_dir: Path) -> None:
         log.warning("%s is not read: user code is read from %s", path, where)
 
 
-def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) -> Stack:
-    """The stack, not started; every directory it makes is added to `made` (for the caller
-    to remove should start-up stop)."""
+def build_stack(args: argparse.Namespace, settings: Settings, watchdog: Watchdog) -> Stack:
+    """The stack, not started; the watchdog removes every temporary directory it makes once
+    serve is gone (or stops its watchdog: start-up stopped short, or the shutdown ended)."""
     check_front_port(args.host, settings.bind_to_port)  # before anything is made or started
     if settings.multi_model:  # models come and go through the /models API
         if not args.model_dir.is_dir():
@@ -310,35 +298,32 @@ def build_stack(args: argparse.Namespace, settings: Settings, made: list[Path]) 
     layout = find_nginx(NGINX_DIR)
     run_dir = run_directory.prepare(args.run_dir)
     if args.run_dir is None:
-        made.append(run_dir)
+        watchdog.remove_on_exit(run_dir)
     log.info("run directory: %s", run_dir)
     names = [m.name for m in models]
     service = service_process(
         settings, args.model_dir, run_dir, names, default, ports, child_environment(settings)
     )
-    made.append(service.socket_dir)
-    ready_file = new_ready_file()
-    made.append(ready_file.parent)
+    for directory in (service.socket_dir, service.pool_dir):
+        if directory is not None:
+            watchdog.remove_on_exit(directory)
     counts = RequestCounts(str(service.metrics_dir), default)
     nginx, nginx_conf = nginx_child(
-        settings, layout, run_dir, args.host, default, rest_ports, service, ready_file, counts
+        settings, layout, run_dir, args.host, default, rest_ports, service, counts
     )
     stack = Stack(
         settings=settings,
         run_dir=run_dir,
         models=models,
-        default_model=default,
-        rest_ports=rest_ports,
-        grpc_ports=[grpc for grpc, _ in ports],
         nginx=nginx,
         nginx_conf=nginx_conf,
         service=service,
-        ready_file=ready_file,
         model_servers=model_server_children(settings, models, run_dir, ports),
         counts=counts,
     )
     for child in stack.children:  # serve writes every line of the stack itself
         child.relay = output_relay(settings)
+        child.watchdog = watchdog
     return stack
 
 
@@ -388,7 +373,7 @@ def service_not_ready(socket_path: str, timeout: float = 1.0) -> str | None:
 
 def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
     """Until the Python service's /ping answers 200 and nginx listens (False on deadline,
-    stop or death); then lets nginx's /ping ask the service (ready_file)."""
+    stop or death); then lets nginx's /ping ask the service (its ready file)."""
     deadline = time.monotonic() + stack.settings.wait_time_seconds
     port = stack.settings.bind_to_port
     pending: str | None = "not asked yet"
@@ -421,7 +406,7 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
         pending = service_not_ready(stack.service.socket_path)
         if pending is not None or not listens:
             supervisor.sleep(READY_POLL_SECONDS)
-    stack.ready_file.touch()
+    stack.nginx_conf.ready_file.touch()
     return True
 
 
@@ -452,17 +437,13 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
-    if stack.counts is not None:
-        stack.counts.stop()  # what nginx wrote last
-    handlers = [stack.service.handlers] if stack.service.handlers is not None else []
-    backends = [stack.service.child, *handlers, *stack.model_servers]
-    stop_all(backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
+    stack.counts.stop()  # what nginx wrote last
+    stop_all(stack.backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
     for child in stack.children:  # what they wrote last, before our last line
         child.drain(max(0.0, deadline - time.monotonic()))
     stack.service.cleanup()
-    shutil.rmtree(stack.ready_file.parent, ignore_errors=True)
     log.info("stopped")
 
 
@@ -476,11 +457,6 @@ def stop_leftovers(budget_seconds: float, keep: set[int]) -> None:
         log.warning("killed %d process(es) left running by the stack (user code's, pip)", killed)
 
 
-def remove_dirs(paths: list[Path]) -> None:
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 class StopDuringStartup(Exception):
     """SIGTERM or SIGINT while start-up prepares (a pip install): stop there, cleanly."""
 
@@ -490,7 +466,6 @@ def _stop_during_startup(signum: int, frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    made: list[Path] = []  # directories start-up made: removed when it stops short
     # orphans of what serve starts stay under it (a handler's detached child, a pool's daemon):
     # the supervisor reaps them, and the shutdown and the watchdog find them to stop them
     subreaper = tree.become_subreaper()
@@ -500,6 +475,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         log.error("cannot start: the watchdog: %s", exc)
         return 2
+    supervisor = Supervisor([], watchdog=watchdog)
+    supervisor.reap_orphans = supervisor.reap_orphans or subreaper
     # until the supervisor takes them: a stop while pip runs kills pip (environments/build)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_during_startup)
@@ -508,43 +485,24 @@ def run(args: argparse.Namespace) -> int:
         log_setup.configure("INFO", settings.log_format)
         if args.model_dir is None:
             args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
-        stack = build_stack(args, settings, made)
+        stack = build_stack(args, settings, watchdog)
+        supervisor.install_signal_handlers()
     except StopDuringStartup as exc:
-        remove_dirs(made)
-        watchdog.stop()
+        watchdog.stop()  # and with it the directories start-up made
         log.info("stopped during start-up (%s)", exc)
         return 0
     except (StartupError, OSError) as exc:  # OSError: a file start-up could not write
-        remove_dirs(made)
         watchdog.stop()
         log.error("cannot start: %s", exc)
         return 2
-    stops: list[int] = []  # a stop asked for before the supervisor listens
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda number, frame: stops.append(number))
-    # should serve die without its shutdown, the watchdog removes its temporary directories
-    for directory in (stack.ready_file.parent, stack.service.socket_dir, stack.service.pool_dir):
-        if directory is not None:
-            watchdog.remove_on_exit(directory)
-    if args.run_dir is None:
-        watchdog.remove_on_exit(stack.run_dir)
-    for child in stack.children:
-        child.watchdog = watchdog
-    supervisor = Supervisor(stack.children, watchdog=watchdog)
-    supervisor.reap_orphans = supervisor.reap_orphans or subreaper
-    supervisor.install_signal_handlers()
-    if stops:
-        supervisor.request_stop()
+    supervisor.children = stack.children
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
-        for child in stack.model_servers:  # the slowest to be ready first
+        # the slowest to be ready first; the handler processes before the service asks them
+        for child in [*stack.model_servers, *reversed(stack.service.children)]:
             child.start()
-        if stack.service.handlers is not None:
-            stack.service.handlers.start()
-        stack.service.child.start()
-        if stack.counts is not None:
-            stack.counts.start()
+        stack.counts.start()
         stack.nginx.start()
         if not wait_until_ready(stack, supervisor):
             if supervisor.stopping:
@@ -571,9 +529,9 @@ def run(args: argparse.Namespace) -> int:
         shutdown(stack, stopped_at)
         keep = {watchdog.proc.pid} if watchdog.proc is not None else set()
         stop_leftovers(stopped_at + SHUTDOWN_BUDGET_SECONDS - time.monotonic(), keep)
-        if args.run_dir is None:
-            shutil.rmtree(stack.run_dir, ignore_errors=True)
-        watchdog.stop()  # kills whatever is still listed (nothing, after a clean shutdown)
+        # kills whatever is still listed (nothing, after a clean shutdown), removes the
+        # temporary directories
+        watchdog.stop()
         if stack.startup_failure:
             log.error("cannot start: %s", stack.startup_failure)
 

@@ -11,7 +11,6 @@ import socketserver
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -20,8 +19,6 @@ from process_utils import free_port, terminate
 from sagemaker_serving.config.access import SOCKET_UMASK, socket_dir
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import find_nginx, nginx_conf
-from sagemaker_serving.launcher.request_counts import log_format
-from sagemaker_serving.serve import new_ready_file
 
 START_SECONDS = 20.0
 
@@ -32,12 +29,6 @@ class UnixHTTPServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer)
     def get_request(self):  # BaseHTTPRequestHandler wants a client address
         request, _ = super().get_request()
         return request, ("local", 0)
-
-
-@dataclass(frozen=True)
-class ServiceLink:
-    socket_path: str
-    handles_invocations: bool
 
 
 def _as_gunicorn_leaves_it(path: Path) -> None:
@@ -62,8 +53,6 @@ def front_door(
     tfs = ThreadingHTTPServer(("127.0.0.1", 0), model_server or BaseHTTPRequestHandler)
     python_service = UnixHTTPServer(str(socket_path), service)
     _as_gunicorn_leaves_it(socket_path)
-    ready_file = new_ready_file()
-    ready_file.touch()
     port = free_port()
     multi_model = settings.multi_model
     conf = nginx_conf(
@@ -73,13 +62,13 @@ def front_door(
         listen=f"127.0.0.1:{port}",
         default_model="" if multi_model else "m",
         rest_ports=[tfs.server_address[1]],
-        service=ServiceLink(str(socket_path), user_code),
-        ready_file=ready_file,
+        service_socket=str(socket_path),
+        user_code=user_code,
         shutdown_grace=1,
         counts_path="/dev/null",
-        counts_format=log_format(),
     )
     conf.write()
+    conf.ready_file.touch()
     if not model_server:
         tfs.server_close()  # its port refuses
     with contextlib.ExitStack() as backends:
@@ -100,4 +89,3 @@ def front_door(
             terminate(nginx, 10)
             log.close()
             shutil.rmtree(sockets, ignore_errors=True)
-            shutil.rmtree(ready_file.parent, ignore_errors=True)

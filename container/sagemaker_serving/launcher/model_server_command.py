@@ -15,6 +15,12 @@ from sagemaker_serving.errors import StartupError
 
 log = logging.getLogger(__name__)
 
+
+class ModelServerError(StartupError):
+    """No model server to run, or SAGEMAKER_TFS_MODEL_SERVER_FLAGS names a flag it does not
+    know or one serve sets itself."""
+
+
 TFS_BINARY = "tensorflow_model_server"
 OUR_BINARY = "tfs-model-server"
 NVIDIA_SMI_TIMEOUT_SECONDS = 5
@@ -33,7 +39,7 @@ def find_model_server() -> tuple[str, bool]:
     beside_python = Path(sys.executable).parent / OUR_BINARY
     ours = str(beside_python) if beside_python.is_file() else shutil.which(OUR_BINARY)
     if ours is None:
-        raise FileNotFoundError(f"neither {TFS_BINARY} nor {OUR_BINARY} was found")
+        raise ModelServerError(f"neither {TFS_BINARY} nor {OUR_BINARY} was found")
     return ours, True
 
 
@@ -86,20 +92,15 @@ SERVE_FLAGS = frozenset(
 _HELP_FLAG = re.compile(r"^\s*--([a-z][a-z0-9_]*)[=\s]", re.MULTILINE)
 
 
-class ModelServerFlagsError(StartupError):
-    """SAGEMAKER_TFS_MODEL_SERVER_FLAGS names a flag the model server does not know, or one
-    serve sets itself."""
-
-
 def check_extra_flags(executable: str, extra: tuple[str, ...]) -> None:
     """Every flag of `extra` is one the model server's --help lists and not one of
-    SERVE_FLAGS (ModelServerFlagsError says which is not)."""
+    SERVE_FLAGS (ModelServerError says which is not)."""
     if not extra:
         return
     names = [flag[2:].split("=", 1)[0] for flag in extra]
     owned = sorted(set(names) & SERVE_FLAGS)
     if owned:
-        raise ModelServerFlagsError(
+        raise ModelServerError(
             f"SAGEMAKER_TFS_MODEL_SERVER_FLAGS: serve sets --{', --'.join(owned)} itself"
         )
     try:
@@ -107,11 +108,11 @@ def check_extra_flags(executable: str, extra: tuple[str, ...]) -> None:
             [executable, "--help"], capture_output=True, text=True, timeout=HELP_TIMEOUT_SECONDS
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise ModelServerFlagsError(f"{executable} --help failed: {exc}") from None
+        raise ModelServerError(f"{executable} --help failed: {exc}") from None
     known = set(_HELP_FLAG.findall(shown.stdout + shown.stderr))
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise ModelServerFlagsError(
+        raise ModelServerError(
             f"SAGEMAKER_TFS_MODEL_SERVER_FLAGS: --{', --'.join(unknown)} is not a flag of "
             f"{Path(executable).name} (its --help lists them)"
         )

@@ -8,8 +8,9 @@ import select
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import jinja2
 
@@ -19,8 +20,8 @@ from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
 from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
-from sagemaker_serving.launcher.njs_tables import write_njs_tables
-from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS
+from sagemaker_serving.launcher.njs_tables import ErrorAnswer, write_njs_tables
+from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, log_format
 
 TEMPLATE_NAME = "nginx.conf.j2"
 SCRIPT_NAME = "tfs.js"
@@ -44,75 +45,54 @@ MODULE_DIRS = (
 NJS_MODULE = "ngx_http_js_module.so"
 HEADERS_MORE_MODULE = "ngx_http_headers_more_filter_module.so"
 CONF_NAME = "nginx.conf"
+READY_FILE = "ready"  # in the service's folder, which nginx's workers reach
 # A request body nginx keeps in memory: past SageMaker's 6 MB real-time limit, so any real-time
 # request can take tfs.js's fast path; a larger one is spooled to a file for the service.
 BODY_IN_MEMORY = 8 * 1024 * 1024
 TEMP_DIRS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")  # in the service's folder
 ERROR_PAGES = (400, 403, 404, 405, 406, 411, 412, 413, 414, 415, 416, 429, 431, 500, 502, 503,
                504, 507)  # fmt: skip
+# answered with their standard reason phrase (414's and 416's changed names: written out)
+PLAIN_ERRORS = (400, 403, 404, 405, 406, 411, 412, 415, 431, 500, 503, 507)
 
 
-def front_door_errors(settings: Settings) -> dict[str, tuple[int, str, str]]:
+def front_door_errors(settings: Settings) -> dict[str, ErrorAnswer]:
     """What nginx answers itself, by the name its error page gives (tfs.js's `error`):
-    (status, message, Allow header or "")."""
+    (status, message[, Allow header])."""
     limit = settings.body_limit_bytes
-    errors = {
-        "400": (400, "Bad Request", ""),
-        "403": (403, "Forbidden", ""),
-        "404": (404, "Not Found", ""),
-        "405": (405, "Method Not Allowed", ""),
-        "406": (406, "Not Acceptable", ""),
-        "411": (411, "Length Required", ""),
-        "412": (412, "Precondition Failed", ""),
-        "413": (
-            413,
-            f"Payload Too Large: the request body is over the limit of {limit} bytes",
-            "",
-        ),
-        "414": (414, "URI Too Long", ""),
-        "415": (415, "Unsupported Media Type", ""),
-        "416": (416, "Range Not Satisfiable", ""),
+    timeout = settings.proxy_read_timeout_seconds
+    errors: dict[str, ErrorAnswer] = {
+        str(status): (status, HTTPStatus(status).phrase) for status in PLAIN_ERRORS
+    }
+    errors |= {
+        "413": (413, f"Payload Too Large: the request body is over the limit of {limit} bytes"),
+        "414": (414, "URI Too Long"),
+        "416": (416, "Range Not Satisfiable"),
         "429": (
             429,
             "Too Many Requests: this client has "
             f"{settings.nginx_max_connections_per_client} requests in progress",
-            "",
         ),
-        "431": (431, "Request Header Fields Too Large", ""),
-        "500": (500, "Internal Server Error", ""),
-        "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)", ""),
-        "502": (502, "Bad Gateway: a backend process is unavailable", ""),
-        "503": (503, "Service Unavailable", ""),
-        "504": (
-            504,
-            f"Gateway Timeout: the invocation did not finish within "
-            f"{settings.proxy_read_timeout_seconds} s",
-            "",
-        ),
-        "507": (507, "Insufficient Storage", ""),
-        "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)", ""),
-        "method": (400, "Bad Request: an unknown request method", ""),
-        "header-bytes": (400, "Bad Request: control characters in a request header", ""),
+        "501": (400, "Bad Request: unsupported Transfer-Encoding (only chunked)"),
+        "502": (502, "Bad Gateway: a backend process is unavailable"),
+        "504": (504, f"Gateway Timeout: the invocation did not finish within {timeout} s"),
+        "http-version": (400, "Bad Request: unsupported HTTP version (HTTP/1.0 and 1.1 only)"),
+        "method": (400, "Bad Request: an unknown request method"),
+        "header-bytes": (400, "Bad Request: control characters in a request header"),
         "repeated-attributes": (
             400,
             f"Bad Request: {routing_rules.HEADER} sent more than once (send one, with its "
             "attributes separated by commas)",
-            "",
         ),
         "raw-bytes": (
             400,
             "Bad Request: a byte outside printable ASCII in the request target (percent-encode it)",
-            "",
         ),
         "405-get": (405, "Method Not Allowed: use GET /execution-parameters", "GET, HEAD"),
-        "model-server-down": (503, "The model server is unavailable", ""),
-        "model-server-timeout": (
-            504,
-            f"The model server did not answer within {settings.proxy_read_timeout_seconds} s",
-            "",
-        ),
-        "starting": (503, "Starting: not ready yet", ""),
-        "draining": (503, "Shutting down", ""),
+        "model-server-down": (503, "The model server is unavailable"),
+        "model-server-timeout": (504, f"The model server did not answer within {timeout} s"),
+        "starting": (503, "Starting: not ready yet"),
+        "draining": (503, "Shutting down"),
     }
     assert {str(status) for status in ERROR_PAGES} <= set(errors)
     return errors
@@ -164,16 +144,6 @@ def size_text(num_bytes: int) -> str:
     return f"{num_bytes // mib}m" if num_bytes % mib == 0 else str(num_bytes)
 
 
-class PythonServiceLink(Protocol):
-    """What nginx needs of the Python service (serve's ServiceProcess)."""
-
-    @property
-    def socket_path(self) -> str: ...  # gunicorn's unix socket
-
-    @property
-    def handles_invocations(self) -> bool: ...  # user code: /invocations goes to it
-
-
 @dataclass
 class NginxConf:
     """nginx.conf and the values it is rendered from (rendered again to drain)."""
@@ -181,7 +151,7 @@ class NginxConf:
     layout: NginxLayout
     path: Path
     values: dict[str, Any]
-    errors: dict[str, tuple[int, str, str]] = field(default_factory=dict)
+    errors: dict[str, ErrorAnswer] = field(default_factory=dict)
 
     def write(self, draining: bool = False) -> Path:
         """Write the file (and the njs tables beside it); `draining`: /ping answers 503."""
@@ -195,6 +165,11 @@ class NginxConf:
         text = environment.get_template(TEMPLATE_NAME).render(**self.values, draining=draining)
         write_private(self.path, text)
         return self.path
+
+    @property
+    def ready_file(self) -> Path:
+        """Made by serve once everything is ready: until then /ping answers 503 itself."""
+        return Path(self.values["ready_file"])
 
     def command(self) -> list[str]:
         """nginx in the foreground on this file (add -t to only test it)."""
@@ -210,16 +185,16 @@ def nginx_conf(
     listen: str,
     default_model: str,
     rest_ports: Sequence[int],
-    service: PythonServiceLink,
-    ready_file: Path,
+    service_socket: str,
+    user_code: bool,
     shutdown_grace: int,
     counts_path: str,
-    counts_format: str,
 ) -> NginxConf:
-    """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, /ping
-    waits for `ready_file`, nginx ends its own drain after `shutdown_grace` s, and writes a line
-    per request to `counts_path` (request_counts.py)."""
-    temp_dir = Path(service.socket_path).parent  # the service's folder: serve's user's
+    """The run's nginx.conf (not yet written): `listen` is nginx's `listen` address, the
+    Python service listens on `service_socket` (and with `user_code` takes /invocations), nginx
+    ends its own drain after `shutdown_grace` s, and writes a line per request to
+    `counts_path` (request_counts.py)."""
+    temp_dir = Path(service_socket).parent  # the service's folder: serve's user's
     for sub in TEMP_DIRS:
         (temp_dir / sub).mkdir(exist_ok=True)
     values: dict[str, Any] = {
@@ -235,7 +210,7 @@ def nginx_conf(
         "temp_dir": temp_dir,
         "access_log_format": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "log_ping": settings.log_ping,
-        "counts_format": counts_format,
+        "counts_format": log_format(),
         "counts_path": counts_path,
         "counts_buffer": select.PIPE_BUF,
         "counts_flush": f"{round(COUNTS_FLUSH_SECONDS * 1000)}ms",
@@ -245,15 +220,15 @@ def nginx_conf(
         "connections_per_client": settings.nginx_max_connections_per_client,
         "proxy_timeout": settings.proxy_read_timeout_seconds,
         "rest_ports": list(rest_ports),
-        "service_socket": service.socket_path,
+        "service_socket": service_socket,
         "multi_model": settings.multi_model,
-        "user_code": service.handles_invocations,
+        "user_code": user_code,
         # the service holds every answer to SAGEMAKER_MAX_RESPONSE_SIZE: none passes straight on
         "answer_limit": settings.max_response_size is not None,
         "listen": listen,
         "default_model": default_model,
         "error_pages": ERROR_PAGES,
-        "ready_file": ready_file,
+        "ready_file": temp_dir / READY_FILE,
         "execution_parameters": json.dumps(execution_parameters(settings)),
         "load_timeout": settings.wait_time_seconds + 10,
         # nginx's quoted strings take \n for a newline

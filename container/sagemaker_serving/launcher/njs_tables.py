@@ -13,6 +13,7 @@ from sagemaker_serving.config import body_formats as bodies
 from sagemaker_serving.config import routing_rules as routing
 
 MODULE_NAME = "tfs_rules.js"  # what tfs.js imports (nginx's js_path names the directory)
+ErrorAnswer = tuple[int, str] | tuple[int, str, str]  # status, message[, Allow header]
 
 
 def _whole(pattern: str) -> str:
@@ -20,7 +21,7 @@ def _whole(pattern: str) -> str:
     return f"^(?:{pattern})$"
 
 
-def njs_tables(errors: dict[str, tuple[int, str, str]]) -> dict[str, object]:
+def njs_tables(errors: dict[str, ErrorAnswer]) -> dict[str, object]:
     """The tables by the names tfs.js reads them."""
     return {
         "attributesHeader": routing.HEADER,
@@ -43,7 +44,7 @@ def njs_tables(errors: dict[str, tuple[int, str, str]]) -> dict[str, object]:
     }
 
 
-def njs_module(errors: dict[str, tuple[int, str, str]]) -> str:
+def njs_module(errors: dict[str, ErrorAnswer]) -> str:
     """The module's text: one object literal (JSON is JavaScript)."""
     tables = json.dumps(njs_tables(errors), indent=4)
     return (
@@ -53,7 +54,7 @@ def njs_module(errors: dict[str, tuple[int, str, str]]) -> str:
     )
 
 
-def write_njs_tables(directory: Path, errors: dict[str, tuple[int, str, str]]) -> Path:
+def write_njs_tables(directory: Path, errors: dict[str, ErrorAnswer]) -> Path:
     path = directory / MODULE_NAME
     path.write_text(njs_module(errors))
     return path

@@ -40,6 +40,11 @@ class ServiceProcess:
     handlers: Child | None = None  # the handler pool of a single-model endpoint's own code
     pool_dir: Path | None = None
 
+    @property
+    def children(self) -> list[Child]:
+        """The service, and its handler processes when it has some."""
+        return [self.child, *([self.handlers] if self.handlers is not None else [])]
+
     def cleanup(self) -> None:
         for fd in (*self.child.pass_fds, self.lifeline):
             with contextlib.suppress(OSError):
@@ -52,15 +57,6 @@ class ServiceProcess:
 def mme_state_dir(run_dir: Path) -> Path:
     """Where the multi-model registry, its lock and per-model packages live."""
     return run_dir / "multi-model"
-
-
-def fresh_mme_state_dir(run_dir: Path) -> Path:
-    """An empty state dir: a new run starts with no models (its model servers have none),
-    whatever an earlier run with the same --run-dir left behind."""
-    state_dir = mme_state_dir(run_dir)
-    shutil.rmtree(state_dir, ignore_errors=True)
-    state_dir.mkdir(parents=True)
-    return state_dir
 
 
 def service_process(
@@ -149,7 +145,10 @@ def service_process(
         run_dir=str(run_dir.absolute()),
     )
     (run_dir / SERVICE_ERROR_FILE).unlink(missing_ok=True)
-    fresh_mme_state_dir(run_dir)
+    # a new run starts with no models (its model servers have none), whatever an earlier run
+    # with the same --run-dir left behind
+    shutil.rmtree(mme_state_dir(run_dir), ignore_errors=True)
+    mme_state_dir(run_dir).mkdir(parents=True)
     config_path = run_dir / "service.json"
     config_path.write_text(config.to_json())
     metrics_dir = run_dir / "prometheus"

@@ -127,7 +127,7 @@ class Child:
             return proc.wait()
         if exited is None:
             return None
-        self.kill_group()  # the leader is a zombie: the group id is still ours
+        self.kill()  # the leader is a zombie: the group id is still ours
         code = proc.wait()
         if self.watchdog is not None:
             self.watchdog.forget(proc.pid)
@@ -142,13 +142,12 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.send_signal(signum)
 
-    def kill_group(self) -> None:
-        """SIGKILL the process group (the leader and whatever it started), unless reaped."""
+    def kill(self) -> None:
+        """SIGKILL the process group (the leader and whatever it started), unless reaped
+        (process_utils.Stoppable: a stop kills the whole group)."""
         if self.proc is not None and self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-
-    kill = kill_group  # process_utils.Stoppable: a stop kills the whole group
 
     def wait(self, timeout: float) -> bool:
         """True once the process has exited (within timeout seconds)."""
@@ -198,7 +197,6 @@ class Supervisor:
         self.watchdog = watchdog
         self._stop = threading.Event()
         self.stop_requested_at: float | None = None  # time.monotonic() of the first request
-        self.on_restart: Callable[[Child], None] | None = None
         self.on_death: Callable[[Child], None] | None = None  # before its restart is due
         self.reap_orphans = os.getpid() == 1  # in a container, orphans become serve's
         self.memory = MemoryCgroup()  # names OOM kills in the death log
@@ -238,8 +236,6 @@ class Supervisor:
                 log.info("restarting %s in %.1fs", child.name, (child.restart_at or now) - now)
             if child.restart_at is not None and now >= child.restart_at:
                 child.start()
-                if self.on_restart is not None:
-                    self.on_restart(child)
         if self.watchdog is not None and not self.watchdog.alive():
             log.error("the watchdog exited: starting another one")
             self.watchdog.start()

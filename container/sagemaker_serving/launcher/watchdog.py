@@ -37,11 +37,11 @@ SNAPSHOT_SECONDS = 0.5
 KILL_SECONDS = 5.0  # for the processes under serve, once it is gone
 
 
-def parse(lines: list[bytes], groups: set[int], directories: list[str] | None = None) -> None:
+def parse(lines: list[bytes], groups: set[int], directories: list[str]) -> None:
     """Apply "+PGID" / "-PGID" lines to the set of groups to kill, "dPATH" to the directories."""
     for line in lines:
         text = line.strip()
-        if text[:1] == b"d" and directories is not None and text[1:2] == b"/":
+        if text[:2] == b"d/":
             directories.append(os.fsdecode(text[1:]))
             continue
         if len(text) < 2 or not text[1:].isdigit():
@@ -150,7 +150,8 @@ class Watchdog:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
-        """Close the pipe: the watchdog kills what is still listed (normally nothing) and exits."""
+        """Close the pipe: the watchdog kills what is still listed (normally nothing) and exits;
+        the directories are gone on return (removed here should it not have finished)."""
         with self._lock:
             self._close()
         if self.proc is not None:
@@ -159,6 +160,8 @@ class Watchdog:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        for path in self._directories:
+            shutil.rmtree(path, ignore_errors=True)
 
     def _send(self, lines: list[str]) -> None:
         if self._write_fd is None or not lines:

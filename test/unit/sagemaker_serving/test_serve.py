@@ -95,15 +95,6 @@ def test_the_run_directory_is_new_unless_given(tmp_path: Path):
         temporary.rmdir()
 
 
-def test_the_ready_file_lives_in_a_private_directory(tmp_path: Path):
-    ready = serve.new_ready_file()
-    try:
-        assert not ready.exists()
-        assert stat.S_IMODE(ready.parent.stat().st_mode) == 0o700
-    finally:
-        ready.parent.rmdir()
-
-
 def test_children_get_the_openmp_threads(monkeypatch):
     monkeypatch.setenv("KEPT", "1")
     env = serve.child_environment(Settings.from_env({"OMP_NUM_THREADS": "3"}))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sagemaker_serving.config.settings import Settings
+from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher import model_server_command as msc
 from sagemaker_serving.launcher.model_server_command import (
     count_gpus,
@@ -64,7 +65,7 @@ def test_ours_on_path(monkeypatch, tmp_path):
 def test_no_model_server(monkeypatch, tmp_path):
     monkeypatch.setattr(msc.shutil, "which", fake_which({}))
     monkeypatch.setattr(msc.sys, "executable", str(tmp_path / "python"))
-    with pytest.raises(FileNotFoundError, match="tensorflow_model_server"):
+    with pytest.raises(StartupError, match="tensorflow_model_server"):
         find_model_server()
 
 

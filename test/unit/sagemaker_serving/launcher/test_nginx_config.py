@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -26,21 +25,12 @@ from sagemaker_serving.launcher.nginx_config import (
     nginx_conf,
     size_text,
 )
-from sagemaker_serving.launcher.request_counts import log_format
 
 VARIANTS = {  # name: (environment, user code)
     "built-in": ({}, False),
     "user-code": ({}, True),
     "multi-model": ({"SAGEMAKER_MULTI_MODEL": "true"}, True),
 }
-
-
-@dataclass(frozen=True)
-class ServiceLink:
-    """The Python service as nginx sees it (serve's ServiceProcess without the process)."""
-
-    socket_path: str
-    handles_invocations: bool
 
 
 def conf_for(run_dir: Path, settings: Settings, user_code: bool, nginx_dir: Path) -> NginxConf:
@@ -53,11 +43,10 @@ def conf_for(run_dir: Path, settings: Settings, user_code: bool, nginx_dir: Path
         listen="127.0.0.1:8080",
         default_model="" if settings.multi_model else "half_plus_three",
         rest_ports=[8501, 8503],
-        service=ServiceLink(str(sockets / "gunicorn.sock"), user_code),
-        ready_file=run_dir / "ping" / "ready",
+        service_socket=str(sockets / "gunicorn.sock"),
+        user_code=user_code,
         shutdown_grace=17,
         counts_path="/dev/null",
-        counts_format=log_format(),
     )
 
 
@@ -163,3 +152,9 @@ def test_nginx_worker_processes(tmp_path: Path, cpus: int, env: dict, workers: i
     conf = conf_for(tmp_path, Settings.from_env(env, cpu_count=cpus), False, NGINX_DIR)
     text = conf.write().read_text()
     assert f"\nworker_processes {workers};\n" in text
+
+
+def test_ping_waits_for_the_ready_file_in_the_services_private_folder(tmp_path: Path):
+    conf = render_variant(tmp_path, "built-in")
+    assert conf.ready_file == tmp_path / "service" / "ready"
+    assert f'if (!-f "{conf.ready_file}")' in conf.path.read_text()

@@ -14,7 +14,6 @@ from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.service_process import (
     ServiceProcess,
-    fresh_mme_state_dir,
     mme_state_dir,
     service_process,
 )
@@ -134,7 +133,10 @@ def test_the_worker_class_and_threads_reach_the_service_config(tmp_path: Path, w
 
 
 def test_a_new_run_starts_with_no_multi_model_state(tmp_path: Path):
-    state = mme_state_dir(tmp_path)
-    (state / "old-model").mkdir(parents=True)
-    assert fresh_mme_state_dir(tmp_path) == state
-    assert list(state.iterdir()) == []
+    state = mme_state_dir(tmp_path / "run")
+    (state / "old-model").mkdir(parents=True)  # an earlier run's, in the same --run-dir
+    service = prepared(tmp_path)
+    try:
+        assert list(state.iterdir()) == []
+    finally:
+        service.cleanup()

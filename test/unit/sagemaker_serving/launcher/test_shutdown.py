@@ -32,6 +32,11 @@ class _Conf:
         self.draining = draining
 
 
+class _Counts:
+    def stop(self) -> None:
+        pass
+
+
 def _stubborn(name: str, graceful: int = signal.SIGTERM) -> Child:
     child = Child(name, [sys.executable, "-c", IGNORING], graceful_signal=graceful)
     child.relay = lambda _name, stream: None  # stdout piped, read below
@@ -58,13 +63,10 @@ def _stack(tmp_path: Path, nginx: Child, service_child: Child, model_server: Chi
         settings=Settings.from_env({}),
         run_dir=tmp_path,
         models=[],
-        default_model="m",
-        rest_ports=[],
-        grpc_ports=[],
         nginx=nginx,
         nginx_conf=_Conf(),  # type: ignore[arg-type]
         service=service,
-        ready_file=tmp_path / "ping" / "ready",
+        counts=_Counts(),  # type: ignore[arg-type]
         model_servers=[model_server],
     )
 
