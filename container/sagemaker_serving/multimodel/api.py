@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/models/"
 INVOKE_SUFFIX = "/invoke"
-
-
 MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
 LOAD_THREADS = 64  # loads at once per worker; more wait their turn, within their deadline
 UNLOAD_THREADS = 8
@@ -161,16 +159,15 @@ class ModelSink:
             elif req.method in ("GET", "HEAD"):
                 _ok(resp, _description(self.manager.get(name)))
             elif req.method == "DELETE":
-                await self.operations.run(self.operations.unloads, self._unload, name)
+                await self.operations.run(
+                    self.operations.unloads, self.manager.unload, name, self.code.release
+                )
                 _ok(resp, {"success": f"Successfully unloaded model {name}."})
             else:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
             raise _public(exc, name) from None
-
-    def _unload(self, name: str) -> None:
-        self.manager.unload(name, self.code.release)
 
     async def _invoke(self, req: Request, resp: Response, name: str) -> None:
         if req.method != "POST":
@@ -219,21 +216,14 @@ def _load_request(req: Request, body: bytes) -> tuple[str, str]:
     if not isinstance(doc, dict):
         raise MultiModelError('Expected a JSON object {"model_name": ..., "url": ...}', 400)
     query = parse_qs(req.query_string)
-    name = doc.get("model_name", _first(query.get("model_name")))
-    url = doc.get("url", _first(query.get("url")))
+    name = doc.get("model_name", query.get("model_name", [None])[0])
+    url = doc.get("url", query.get("url", [None])[0])
     if name is None or url is None:
         missing = ", ".join(k for k, v in (("model_name", name), ("url", url)) if v is None)
         raise MultiModelError(f"Missing {missing} in the load request", 400)
     if not isinstance(name, str) or not isinstance(url, str):
         raise MultiModelError("model_name and url must be strings", 400)
     return name, url
-
-
-def _first(values: list[str] | None) -> str | None:
-    return values[0] if values else None
-
-
-__all__ = ["ModelSink", "ModelsResource"]
 
 
 def add_routes(
