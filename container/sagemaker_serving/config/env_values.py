@@ -13,6 +13,8 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
+from sagemaker_serving.config.batch_parameters import CONTAINER_SPELLING, strategy_name
+
 Parser = Callable[[str], Any]
 
 INT32_MAX = 2**31 - 1
@@ -114,17 +116,12 @@ def model_name(pattern: re.Pattern[str]) -> Parser:
     return parse
 
 
-def spelled_either_way(names: tuple[str, ...]) -> Parser:
-    """One of `names` (e.g. MULTI_RECORD), also in CamelCase or any case (MultiRecord)."""
-
-    def parse(raw: str) -> str:
-        key = raw.replace("_", "").lower()
-        for name in names:
-            if key == name.replace("_", "").lower():
-                return name
-        raise BadValue(" or ".join(names), raw)
-
-    return parse
+def container_strategy(raw: str) -> str:
+    """MULTI_RECORD or SINGLE_RECORD, also spelled as the API does (MultiRecord)."""
+    try:
+        return CONTAINER_SPELLING[strategy_name(raw)]
+    except ValueError:
+        raise BadValue(" or ".join(CONTAINER_SPELLING.values()), raw) from None
 
 
 def text(raw: str) -> str:

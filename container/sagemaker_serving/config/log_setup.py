@@ -129,11 +129,6 @@ def _ended(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def relay_as_json(name: str, stream: IO[bytes]) -> None:
-    """relay() with every line a JSON log line (SAGEMAKER_LOG_FORMAT=json)."""
-    relay(name, stream, as_json=True)
-
-
 def logging_config(level: str, log_format: str) -> dict[str, Any]:
     """A logging.config.dictConfig document: everything to stderr in `log_format`; gunicorn's
     loggers go through the same handler (its logconfig_dict takes this document too)."""

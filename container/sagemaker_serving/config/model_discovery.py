@@ -2,7 +2,9 @@
 
 A version is a directory named with digits only that directly holds `saved_model.pb` or
 `saved_model.pbtxt`; its parent is the model's base path and the parent's name the model's
-name, except that versions directly in the model directory make a model named `model`.
+name, except that versions directly in the model directory make a model named `model`. Also
+the user code that would be ignored: a `code/` or an `inference.py` anywhere but where the
+container reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TOP_LEVEL_MODEL_NAME = "model"
 CODE_DIR = "code"
+MAX_ENTRIES = 20_000  # looked at for misplaced code: a model directory is small, a mistake not
 _VERSION_DIR = re.compile(r"[0-9]+")
 _LAYOUTS = (
     "<model_dir>/<version>/saved_model.pb (a model named 'model') or "
@@ -93,6 +96,31 @@ def default_model(models: Sequence[Model], requested: str | None) -> Model:
             return model
     available = ", ".join(sorted(m.name for m in models))
     raise ModelDiscoveryError(f"default model {requested!r} not found; available: {available}")
+
+
+def misplaced_code(model_dir: Path, read_from: Path | None) -> list[Path]:
+    """`code` folders and `inference.py` files under `model_dir` other than `read_from` and
+    what it holds (None: nothing there is read), sorted; a `code` folder stands for what is
+    in it. Hidden folders and symbolic links are not followed."""
+    found: list[Path] = []
+    seen = 0
+    for top, dirs, files in os.walk(model_dir):
+        here = Path(top)
+        kept = []
+        for name in sorted(dirs):
+            path = here / name
+            if name.startswith(".") or path == read_from or path.is_symlink():
+                continue
+            if name == CODE_DIR:
+                found.append(path)
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        found.extend(here / name for name in files if name == "inference.py")
+        seen += len(dirs) + len(files)
+        if seen > MAX_ENTRIES:
+            break
+    return sorted(found)
 
 
 def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
