@@ -124,30 +124,34 @@ def misplaced_code(model_dir: Path, read_from: Path | None) -> list[Path]:
 
 
 def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
-    """(directory, versions) for each directory with at least one version, walking depth first.
+    """(directory, versions) for each directory with at least one version, walking depth first
+    in name order.
 
     Symbolic links are followed, but each real directory is descended into once (no loops).
     Hidden directories, the top-level `code` directory and version directories are not
     descended into.
     """
     visited = {_identity(model_dir)}
-    stack = [model_dir]
-    while stack:
-        directory = stack.pop()
-        children = _subdirectories(directory)
+    for top, dirs, _files in os.walk(model_dir, onerror=_skipped, followlinks=True):
+        directory = Path(top)
+        names = sorted(n for n in dirs if not n.startswith("."))
         if directory == model_dir:
-            children = [c for c in children if c.name != CODE_DIR]
+            names = [n for n in names if n != CODE_DIR]
+        children = [directory / name for name in names]
         version_dirs = [c for c in children if _VERSION_DIR.fullmatch(c.name) and _is_version(c)]
         versions = _versions(directory, children, version_dirs) if version_dirs else ()
         if versions:
             yield directory, versions
-        descend = []
+        dirs[:] = []
         for child in children:
             identity = None if child in version_dirs else _identity(child)
             if identity is not None and identity not in visited:
                 visited.add(identity)
-                descend.append(child)
-        stack.extend(reversed(descend))
+                dirs.append(child.name)
+
+
+def _skipped(exc: OSError) -> None:
+    log.warning("skipping %s: %s", exc.filename, exc.strerror or exc)
 
 
 def _identity(directory: Path) -> tuple[int, int] | None:
@@ -157,17 +161,6 @@ def _identity(directory: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
-
-
-def _subdirectories(directory: Path) -> list[Path]:
-    """Non-hidden subdirectories (links followed) of `directory`, sorted by name."""
-    try:
-        with os.scandir(directory) as entries:
-            names = sorted(e.name for e in entries if not e.name.startswith("."))
-    except OSError as exc:
-        log.warning("skipping %s: %s", directory, exc.strerror or exc)
-        return []
-    return [directory / name for name in names if (directory / name).is_dir()]
 
 
 def _is_version(directory: Path) -> bool:
