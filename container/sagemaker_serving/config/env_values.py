@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sagemaker_serving.config.batch_parameters import CONTAINER_SPELLING, strategy_name
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN, MODEL_NAME_RULE
 
 Parser = Callable[[str], Any]
 
@@ -99,21 +100,13 @@ def port_range(raw: str) -> tuple[int, int]:
     return low, high
 
 
-def model_name(pattern: re.Pattern[str]) -> Parser:
-    """A model name matching `pattern`; `None` counts as unset."""
-
-    def parse(raw: str) -> str | None:
-        if raw == "None":
-            return None
-        if not pattern.fullmatch(raw):
-            raise BadValue(
-                "a model name (letters, digits, '.', '_', '-', starting with a letter or digit, "
-                "at most 255 characters)",
-                raw,
-            )
-        return raw
-
-    return parse
+def model_name(raw: str) -> str | None:
+    """A model name (routing_rules' rule); `None` counts as unset."""
+    if raw == "None":
+        return None
+    if not MODEL_NAME_PATTERN.fullmatch(raw):
+        raise BadValue(f"a model name ({MODEL_NAME_RULE})", raw)
+    return raw
 
 
 def container_strategy(raw: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN, MODEL_NAME_RULE
 from sagemaker_serving.errors import StartupError
 from tfs_rest_json.model_version import is_model_version
 
@@ -59,8 +59,8 @@ def discover_models(model_dir: Path) -> list[Model]:
         model = Model(name, directory.resolve(), versions)
         if not MODEL_NAME_PATTERN.fullmatch(name):
             raise ModelDiscoveryError(
-                f"model directory {directory}: {name!r} is not a valid model name (letters, "
-                "digits, '.', '_', '-', starting with a letter or digit, at most 255 characters)"
+                f"model directory {directory}: {name!r} is not a valid model name "
+                f"({MODEL_NAME_RULE})"
             )
         other = models.get(name)
         if other is not None and other.base_path != model.base_path:

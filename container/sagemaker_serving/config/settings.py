@@ -45,7 +45,6 @@ from sagemaker_serving.config.env_values import (
     tf_boolean,
 )
 from sagemaker_serving.config.log_setup import LOG_FORMATS
-from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 from sagemaker_serving.errors import StartupError
 
 DEFAULT_BODY_LIMIT_MB = MAX_PAYLOAD_IN_MB  # the largest body a Batch Transform job sends
@@ -159,7 +158,7 @@ class Settings:
     multi_model: bool = env("SAGEMAKER_MULTI_MODEL", boolean, False)
     """`true`: multi-model endpoint (models loaded on request)"""
     default_model_name: str | None = env(
-        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME", model_name(MODEL_NAME_PATTERN), FIRST_MODEL
+        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME", model_name, FIRST_MODEL
     )
     """model used when a request names none (`None` counts as unset)"""
     enable_batching: bool = env("SAGEMAKER_TFS_ENABLE_BATCHING", boolean, False)
