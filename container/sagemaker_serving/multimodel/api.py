@@ -253,8 +253,7 @@ def add_routes(
         config.load_timeout_seconds,
         InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb),
     )
-    universal_dir = Path(config.code_dir) if config.code_dir else None
-    code = ModelCode(universal_dir, universal, environments, manager.registry, config.threads)
+    code = ModelCode(universal, environments, manager.registry, config.threads)
     operations = Operations()
     app.add_route("/models", ModelsResource(manager, code, operations))
     app.add_sink(ModelSink(manager, code, invocations, operations), prefix="/models/")
