@@ -85,7 +85,7 @@ class ModelCode:
         socket another process took over: under the registry's lock, once, whichever worker
         finds it first."""
         with self.registry.locked():
-            models, generation = self.registry.snapshot()
+            models, generation, _ = self.registry.snapshot()
             current = models.get(model.name)
             if current is None or not current.handlers or current.handlers != model.handlers:
                 return current or model  # unloaded, or another worker revived it

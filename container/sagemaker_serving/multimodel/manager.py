@@ -81,7 +81,8 @@ class MultiModelManager:
         """The loaded models; when the list changed since this process last looked (a load
         or unload in any worker, a model server's death), what the client cached about the
         models is dropped first."""
-        models, stamp = self.registry.read_stamped()
+        models, generation, written = self.registry.snapshot()
+        stamp = (written, generation)
         if stamp != self._seen:
             self.client.clear()
             self._seen = stamp
@@ -131,7 +132,7 @@ class MultiModelManager:
     def _add(self, model: LoadedModel, deadline: float) -> None:
         """`model` on every instance, then listed; taken back out of every one if it fails."""
         with self.registry.locked():
-            models, generation = self.registry.snapshot()
+            models, generation, _ = self.registry.snapshot()
             if model.name in models:  # another load of the name won while this one prepared
                 raise already_loaded(model.name)
             self.client.forget(model.internal_name)
@@ -148,7 +149,7 @@ class MultiModelManager:
     def unload(self, name: str, release: Callable[[LoadedModel], None] | None = None) -> None:
         """Unload `name` from every instance; `release` then ends what its `prepare` made."""
         with self.registry.locked():
-            models, generation = self.registry.snapshot()
+            models, generation, _ = self.registry.snapshot()
             model = models.pop(name, None)
             if model is None:
                 raise not_loaded(name)
