@@ -71,7 +71,7 @@ def test_it_imports_only_the_standard_library_as_the_handler_processes_need():
 
 def test_unknown_format_is_refused():
     with pytest.raises(ValueError, match="xml"):
-        log_setup.logging_config("INFO", "xml")
+        log_setup.configure("INFO", "xml")
 
 
 def test_child_output_is_wrapped_unless_already_json(capsys):
