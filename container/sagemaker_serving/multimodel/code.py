@@ -143,9 +143,7 @@ class ModelCode:
                 )
                 return Handlers(source=f"{model.code_dir} (handler processes)", remote=remote)
             return import_handlers(model.code_dir, f"inference_{model.internal_name}")
-        if self.universal is not None:
-            return self.universal
-        return Handlers()
+        return self.universal if self.universal is not None else Handlers()
 
     def _drop(self, internal_name: str) -> None:
         for key in [k for k in self._cache if k[0] == internal_name]:
