@@ -8,7 +8,6 @@ instance before the error is answered.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -196,26 +195,20 @@ class MultiModelManager:
         """400 when anything the model server or the model's code would read under `top`
         (links followed: versions, their files, code/) leads outside the model directory."""
         seen = {top.resolve()}
-        pending = [top]
-        while pending:
-            directory = pending.pop()
-            try:
-                with os.scandir(directory) as scan:
-                    entries = list(scan)
-            except OSError:
-                continue  # unreadable: the model server cannot read it either
-            for entry in entries:
-                real = Path(os.path.realpath(entry.path))
-                if not self._inside(real):
-                    where = Path(entry.path).relative_to(top)
-                    log.warning("load from %s refused: %s leads to %s", url, entry.path, real)
+        for directory, dirs, files in os.walk(top, followlinks=True):  # unreadable: skipped
+            real = {name: Path(os.path.realpath(Path(directory, name))) for name in dirs + files}
+            for name, target in real.items():
+                if not self._inside(target):
+                    path = Path(directory, name)
+                    log.warning("load from %s refused: %s leads to %s", url, path, target)
                     raise MultiModelError(
-                        f"url {url}: {where} links to a path outside the model directory", 400
+                        f"url {url}: {path.relative_to(top)} links to a path outside the model "
+                        "directory",
+                        400,
                     )
-                with contextlib.suppress(OSError):
-                    if entry.is_dir() and real not in seen:
-                        seen.add(real)
-                        pending.append(Path(entry.path))
+            kept = [name for name in dirs if real[name] not in seen]
+            seen.update(real[name] for name in kept)
+            dirs[:] = kept
 
     def _check_memory(self, name: str, model: Model) -> None:
         size = sum(
