@@ -7,6 +7,7 @@ servers, supervises them, and shuts down in order on SIGTERM.
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import io
 import json
@@ -25,9 +26,12 @@ from typing import IO
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
 from sagemaker_serving.config import log_setup
-from sagemaker_serving.config.code_location import misplaced_code
-from sagemaker_serving.config.model_discovery import Model, default_model, discover_models
-from sagemaker_serving.config.ports import allocate_model_server_ports
+from sagemaker_serving.config.model_discovery import (
+    Model,
+    default_model,
+    discover_models,
+    misplaced_code,
+)
 from sagemaker_serving.config.settings import VARIABLES, Settings
 from sagemaker_serving.config.tfs_config import batching_parameters_text, model_config_text
 from sagemaker_serving.environments import pool as handler_pool
@@ -259,7 +263,7 @@ def nginx_child(
 
 def output_relay(settings: Settings) -> Callable[[str, IO[bytes]], None]:
     """How serve writes a child's lines: as they are, or (json logs) as JSON log lines."""
-    return log_setup.relay_as_json if settings.log_format == "json" else log_setup.relay
+    return functools.partial(log_setup.relay, as_json=settings.log_format == "json")
 
 
 def warn_misplaced_code(settings: Settings, model_dir: Path) -> None:
@@ -293,7 +297,7 @@ def build_stack(args: argparse.Namespace, settings: Settings, watchdog: Watchdog
             default,
         )
         warn_misplaced_code(settings, args.model_dir)
-    ports = allocate_model_server_ports(settings)
+    ports = settings.model_server_ports()
     rest_ports = [rest for _, rest in ports]
     layout = find_nginx(NGINX_DIR)
     run_dir = run_directory.prepare(args.run_dir)

@@ -1,7 +1,7 @@
 """SageMaker Batch Transform's parameters as a job and the container name them: BatchStrategy
 and MaxPayloadInMB (MaxConcurrentTransforms has no rule of its own beyond the total below).
 
-The one home of these rules for the container (settings.py, execution_parameters.py) and the
+The one home of these rules for the container (settings.py, env_values.py) and the
 local Batch Transform runner (tfs_batch_transform, which imports this leaf; it imports nothing).
 """
 
@@ -18,7 +18,6 @@ BATCH_STRATEGIES = (SINGLE_RECORD, MULTI_RECORD)
 CONTAINER_SPELLING: Mapping[str, str] = MappingProxyType(
     {MULTI_RECORD: "MULTI_RECORD", SINGLE_RECORD: "SINGLE_RECORD"}
 )
-CONTAINER_STRATEGIES = tuple(CONTAINER_SPELLING.values())
 # SageMaker's API reference gives BatchStrategy no default: this container's choice.
 DEFAULT_BATCH_STRATEGY = MULTI_RECORD
 

@@ -13,6 +13,9 @@ import shlex
 from collections.abc import Callable
 from typing import Any
 
+from sagemaker_serving.config.batch_parameters import CONTAINER_SPELLING, strategy_name
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN, MODEL_NAME_RULE
+
 Parser = Callable[[str], Any]
 
 INT32_MAX = 2**31 - 1
@@ -97,34 +100,21 @@ def port_range(raw: str) -> tuple[int, int]:
     return low, high
 
 
-def model_name(pattern: re.Pattern[str]) -> Parser:
-    """A model name matching `pattern`; `None` counts as unset."""
-
-    def parse(raw: str) -> str | None:
-        if raw == "None":
-            return None
-        if not pattern.fullmatch(raw):
-            raise BadValue(
-                "a model name (letters, digits, '.', '_', '-', starting with a letter or digit, "
-                "at most 255 characters)",
-                raw,
-            )
-        return raw
-
-    return parse
+def model_name(raw: str) -> str | None:
+    """A model name (routing_rules' rule); `None` counts as unset."""
+    if raw == "None":
+        return None
+    if not MODEL_NAME_PATTERN.fullmatch(raw):
+        raise BadValue(f"a model name ({MODEL_NAME_RULE})", raw)
+    return raw
 
 
-def spelled_either_way(names: tuple[str, ...]) -> Parser:
-    """One of `names` (e.g. MULTI_RECORD), also in CamelCase or any case (MultiRecord)."""
-
-    def parse(raw: str) -> str:
-        key = raw.replace("_", "").lower()
-        for name in names:
-            if key == name.replace("_", "").lower():
-                return name
-        raise BadValue(" or ".join(names), raw)
-
-    return parse
+def container_strategy(raw: str) -> str:
+    """MULTI_RECORD or SINGLE_RECORD, also spelled as the API does (MultiRecord)."""
+    try:
+        return CONTAINER_SPELLING[strategy_name(raw)]
+    except ValueError:
+        raise BadValue(" or ".join(CONTAINER_SPELLING.values()), raw) from None
 
 
 def text(raw: str) -> str:

@@ -129,21 +129,15 @@ def _ended(text: str) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def relay_as_json(name: str, stream: IO[bytes]) -> None:
-    """relay() with every line a JSON log line (SAGEMAKER_LOG_FORMAT=json)."""
-    relay(name, stream, as_json=True)
-
-
-def logging_config(level: str, log_format: str) -> dict[str, Any]:
-    """A logging.config.dictConfig document: everything to stderr in `log_format`; gunicorn's
-    loggers go through the same handler (its logconfig_dict takes this document too)."""
+def configure(level: str, log_format: str) -> None:
+    """Everything to stderr in `log_format`, gunicorn's loggers through the same handler."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
     formatter: dict[str, Any] = (
         {"()": f"{__name__}.JsonFormatter"} if log_format == "json" else {"format": TEXT_FORMAT}
     )
     level = level.upper()
-    return {
+    config = {
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {"request_id": {"()": f"{__name__}.RequestIdFilter"}},
@@ -163,7 +157,4 @@ def logging_config(level: str, log_format: str) -> dict[str, Any]:
             "gunicorn.access": {"level": "WARNING", "handlers": [], "propagate": True},
         },
     }
-
-
-def configure(level: str, log_format: str) -> None:
-    logging.config.dictConfig(logging_config(level, log_format))
+    logging.config.dictConfig(config)

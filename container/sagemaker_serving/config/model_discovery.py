@@ -2,7 +2,9 @@
 
 A version is a directory named with digits only that directly holds `saved_model.pb` or
 `saved_model.pbtxt`; its parent is the model's base path and the parent's name the model's
-name, except that versions directly in the model directory make a model named `model`.
+name, except that versions directly in the model directory make a model named `model`. Also
+the user code that would be ignored: a `code/` or an `inference.py` anywhere but where the
+container reads it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
+from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN, MODEL_NAME_RULE
 from sagemaker_serving.errors import StartupError
 from tfs_rest_json.model_version import is_model_version
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 TOP_LEVEL_MODEL_NAME = "model"
 CODE_DIR = "code"
+MAX_ENTRIES = 20_000  # looked at for misplaced code: a model directory is small, a mistake not
 _VERSION_DIR = re.compile(r"[0-9]+")
 _LAYOUTS = (
     "<model_dir>/<version>/saved_model.pb (a model named 'model') or "
@@ -56,8 +59,8 @@ def discover_models(model_dir: Path) -> list[Model]:
         model = Model(name, directory.resolve(), versions)
         if not MODEL_NAME_PATTERN.fullmatch(name):
             raise ModelDiscoveryError(
-                f"model directory {directory}: {name!r} is not a valid model name (letters, "
-                "digits, '.', '_', '-', starting with a letter or digit, at most 255 characters)"
+                f"model directory {directory}: {name!r} is not a valid model name "
+                f"({MODEL_NAME_RULE})"
             )
         other = models.get(name)
         if other is not None and other.base_path != model.base_path:
@@ -95,31 +98,60 @@ def default_model(models: Sequence[Model], requested: str | None) -> Model:
     raise ModelDiscoveryError(f"default model {requested!r} not found; available: {available}")
 
 
+def misplaced_code(model_dir: Path, read_from: Path | None) -> list[Path]:
+    """`code` folders and `inference.py` files under `model_dir` other than `read_from` and
+    what it holds (None: nothing there is read), sorted; a `code` folder stands for what is
+    in it. Hidden folders and symbolic links are not followed."""
+    found: list[Path] = []
+    seen = 0
+    for top, dirs, files in os.walk(model_dir):
+        here = Path(top)
+        kept = []
+        for name in sorted(dirs):
+            path = here / name
+            if name.startswith(".") or path == read_from or path.is_symlink():
+                continue
+            if name == CODE_DIR:
+                found.append(path)
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        found.extend(here / name for name in files if name == "inference.py")
+        seen += len(dirs) + len(files)
+        if seen > MAX_ENTRIES:
+            break
+    return sorted(found)
+
+
 def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
-    """(directory, versions) for each directory with at least one version, walking depth first.
+    """(directory, versions) for each directory with at least one version, walking depth first
+    in name order.
 
     Symbolic links are followed, but each real directory is descended into once (no loops).
     Hidden directories, the top-level `code` directory and version directories are not
     descended into.
     """
     visited = {_identity(model_dir)}
-    stack = [model_dir]
-    while stack:
-        directory = stack.pop()
-        children = _subdirectories(directory)
+    for top, dirs, _files in os.walk(model_dir, onerror=_skipped, followlinks=True):
+        directory = Path(top)
+        names = sorted(n for n in dirs if not n.startswith("."))
         if directory == model_dir:
-            children = [c for c in children if c.name != CODE_DIR]
+            names = [n for n in names if n != CODE_DIR]
+        children = [directory / name for name in names]
         version_dirs = [c for c in children if _VERSION_DIR.fullmatch(c.name) and _is_version(c)]
         versions = _versions(directory, children, version_dirs) if version_dirs else ()
         if versions:
             yield directory, versions
-        descend = []
+        dirs[:] = []
         for child in children:
             identity = None if child in version_dirs else _identity(child)
             if identity is not None and identity not in visited:
                 visited.add(identity)
-                descend.append(child)
-        stack.extend(reversed(descend))
+                dirs.append(child.name)
+
+
+def _skipped(exc: OSError) -> None:
+    log.warning("skipping %s: %s", exc.filename, exc.strerror or exc)
 
 
 def _identity(directory: Path) -> tuple[int, int] | None:
@@ -129,17 +161,6 @@ def _identity(directory: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_dev, stat.st_ino
-
-
-def _subdirectories(directory: Path) -> list[Path]:
-    """Non-hidden subdirectories (links followed) of `directory`, sorted by name."""
-    try:
-        with os.scandir(directory) as entries:
-            names = sorted(e.name for e in entries if not e.name.startswith("."))
-    except OSError as exc:
-        log.warning("skipping %s: %s", directory, exc.strerror or exc)
-        return []
-    return [directory / name for name in names if (directory / name).is_dir()]
 
 
 def _is_version(directory: Path) -> bool:

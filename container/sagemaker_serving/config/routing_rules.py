@@ -22,6 +22,9 @@ METHOD = "tfs-method"
 
 # Patterns in the syntax Python and JavaScript share (matched whole on both paths).
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
+MODEL_NAME_RULE = (
+    "letters, digits, '.', '_', '-', starting with a letter or digit, at most 255 characters"
+)
 MODEL_VERSION_PATTERN = re.compile(rf"[0-9]{{1,{MAX_VERSION_DIGITS}}}")  # an int64's digits
 
 # tfs-method: TF Serving's methods, each with the request key of its list of records.

@@ -35,7 +35,7 @@ class ServiceConfig:
     # where handlers run (service/placement.py): SAGEMAKER_GUNICORN_WORKER_CLASS and _THREADS
     worker_class: str = "uvicorn"
     threads: int = DEFAULT_GUNICORN_THREADS
-    # multi-model endpoints (multi_model.py)
+    # multi-model endpoints (multimodel/)
     multi_model: bool = False
     model_root: str = ""
     state_dir: str = ""

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from sagemaker_serving.config.batch_parameters import (
-    CONTAINER_STRATEGIES,
+    CONTAINER_SPELLING,
+    DEFAULT_BATCH_STRATEGY,
+    DEFAULT_MAX_PAYLOAD_IN_MB,
     MAX_PAYLOAD_IN_MB,
+    MAX_TOTAL_PAYLOAD_IN_MB,
     MIB,
 )
 from sagemaker_serving.config.env_values import (
@@ -32,17 +35,16 @@ from sagemaker_serving.config.env_values import (
     Parser,
     boolean,
     choice,
+    container_strategy,
     flags,
     fraction,
     integer,
     model_name,
     port_range,
-    spelled_either_way,
     text,
     tf_boolean,
 )
 from sagemaker_serving.config.log_setup import LOG_FORMATS
-from sagemaker_serving.config.routing_rules import MODEL_NAME_PATTERN
 from sagemaker_serving.errors import StartupError
 
 DEFAULT_BODY_LIMIT_MB = MAX_PAYLOAD_IN_MB  # the largest body a Batch Transform job sends
@@ -57,6 +59,8 @@ GUNICORN_WORKER_CLASSES = ("uvicorn", "gthread", "sync", "gevent")
 DEFAULT_GUNICORN_THREADS = 8
 DEFAULT_PIP_MAX_MEMORY_MB = 2048  # pip needs about 130 MiB (numpy==1.26.4, measured)
 DEFAULT_ENVIRONMENT_MAX_DISK_MB = 4096
+DEFAULT_GRPC_PORT = 9000  # the model servers' ports without SAGEMAKER_SAFE_PORT_RANGE
+DEFAULT_REST_PORT = 8501
 
 
 class SettingsError(StartupError):
@@ -154,7 +158,7 @@ class Settings:
     multi_model: bool = env("SAGEMAKER_MULTI_MODEL", boolean, False)
     """`true`: multi-model endpoint (models loaded on request)"""
     default_model_name: str | None = env(
-        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME", model_name(MODEL_NAME_PATTERN), FIRST_MODEL
+        "SAGEMAKER_TFS_DEFAULT_MODEL_NAME", model_name, FIRST_MODEL
     )
     """model used when a request names none (`None` counts as unset)"""
     enable_batching: bool = env("SAGEMAKER_TFS_ENABLE_BATCHING", boolean, False)
@@ -287,9 +291,7 @@ class Settings:
     )
     """largest answer body in bytes, up to 1073741824 (1 GiB); a larger one is answered 500,
     saying so (unset: no limit of its own)"""
-    batch_strategy: str | None = env(
-        "SAGEMAKER_BATCH_STRATEGY", spelled_either_way(CONTAINER_STRATEGIES), None
-    )
+    batch_strategy: str | None = env("SAGEMAKER_BATCH_STRATEGY", container_strategy, None)
     """batch transform strategy: `MULTI_RECORD` or `SINGLE_RECORD` (also `MultiRecord`,
     `SingleRecord`); /execution-parameters says `MULTI_RECORD` if unset"""
     max_concurrent_transforms: int | None = env(
@@ -315,6 +317,57 @@ class Settings:
         if self.max_payload_in_mb:
             return self.max_payload_in_mb * MIB
         return DEFAULT_BODY_LIMIT_MB * MIB
+
+    def model_server_ports(self) -> list[tuple[int, int]]:
+        """(gRPC, REST) ports of each model server instance: low+2i and low+2i+1 from
+        SAGEMAKER_SAFE_PORT_RANGE, else 9000+i and 8501+i; never SAGEMAKER_BIND_TO_PORT."""
+        count = self.instance_count
+        if self.safe_port_range is not None:
+            low, high = self.safe_port_range
+            if low + 2 * count - 1 > high:
+                raise SettingsError(
+                    "SAGEMAKER_SAFE_PORT_RANGE",
+                    f"{low}-{high} holds {(high - low + 1) // 2} gRPC/REST port pairs, but "
+                    f"SAGEMAKER_TFS_INSTANCE_COUNT={count} model servers need {2 * count} ports",
+                )
+            ports = [(low + 2 * i, low + 2 * i + 1) for i in range(count)]
+        else:
+            if DEFAULT_REST_PORT + count > DEFAULT_GRPC_PORT:
+                raise SettingsError(
+                    "SAGEMAKER_TFS_INSTANCE_COUNT",
+                    f"{count} model servers do not fit the default ports (REST from "
+                    f"{DEFAULT_REST_PORT}, gRPC from {DEFAULT_GRPC_PORT}: at most "
+                    f"{DEFAULT_GRPC_PORT - DEFAULT_REST_PORT}); set SAGEMAKER_SAFE_PORT_RANGE",
+                )
+            ports = [(DEFAULT_GRPC_PORT + i, DEFAULT_REST_PORT + i) for i in range(count)]
+        for i, pair in enumerate(ports):
+            if self.bind_to_port in pair:
+                kind = "gRPC" if pair[0] == self.bind_to_port else "REST"
+                raise SettingsError(
+                    "SAGEMAKER_BIND_TO_PORT",
+                    f"port {self.bind_to_port} is also the {kind} port of model server instance "
+                    f"{i}; choose another port or set SAGEMAKER_SAFE_PORT_RANGE to a range "
+                    "without it",
+                )
+        return ports
+
+    def execution_parameters(self) -> dict[str, int | str]:
+        """GET /execution-parameters, which Batch Transform asks before a job: the SAGEMAKER_*
+        values when set, else MaxConcurrentTransforms one request per CPU per model server,
+        capped so that concurrency x payload <= 100 MB."""
+        payload = self.max_payload_in_mb
+        if payload is None:
+            payload = DEFAULT_MAX_PAYLOAD_IN_MB
+        concurrency = self.max_concurrent_transforms
+        if concurrency is None:
+            concurrency = max(1, self.cpu_count * self.instance_count)
+            if payload > 0:
+                concurrency = min(concurrency, MAX_TOTAL_PAYLOAD_IN_MB // payload)
+        return {
+            "MaxConcurrentTransforms": concurrency,
+            "BatchStrategy": self.batch_strategy or CONTAINER_SPELLING[DEFAULT_BATCH_STRATEGY],
+            "MaxPayloadInMB": payload,
+        }
 
     @classmethod
     def from_env(

@@ -17,7 +17,6 @@ import jinja2
 from sagemaker_serving.config import routing_rules
 from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
-from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher.njs_tables import ErrorAnswer, write_njs_tables
@@ -229,7 +228,7 @@ def nginx_conf(
         "default_model": default_model,
         "error_pages": ERROR_PAGES,
         "ready_file": temp_dir / READY_FILE,
-        "execution_parameters": json.dumps(execution_parameters(settings)),
+        "execution_parameters": json.dumps(settings.execution_parameters()),
         "load_timeout": settings.wait_time_seconds + 10,
         # nginx's quoted strings take \n for a newline
         "json_answer_breaks": [text.replace("\n", "\\n") for text in JSON_ANSWER_BREAKS],

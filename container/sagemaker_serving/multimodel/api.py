@@ -2,23 +2,21 @@
 
 Thin falcon (ASGI) resources over MultiModelManager. Lists and gets read one small file:
 they run on the event loop, so nothing waiting elsewhere holds them up. Loads and unloads wait
-on pip, imports, locks and the model server: they run on threads of their own (`Operations`,
-one pool each, so loads that hang hold up no unload), with the load's deadline counted from
-its arrival; an invocation's lookup runs on the handlers' threads. Each model's handlers come
-from ModelCode.
+on pip, imports, locks and the model server: they run on threads of their own (one pool
+each, so loads that hang hold up no unload), with the load's deadline counted from its
+arrival; an invocation's lookup runs on the handlers' threads. Each model's handlers come from
+ModelCode.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import falcon.asgi
@@ -46,25 +44,9 @@ log = logging.getLogger(__name__)
 
 PREFIX = "/models/"
 INVOKE_SUFFIX = "/invoke"
-
-
 MAX_ERROR_CHARS = 2048  # an error quotes names and urls: never a whole huge one
 LOAD_THREADS = 64  # loads at once per worker; more wait their turn, within their deadline
 UNLOAD_THREADS = 8
-T = TypeVar("T")
-
-
-class Operations:
-    """The threads loads and unloads run on (a pool each)."""
-
-    def __init__(self) -> None:
-        self.loads = ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="mme-load")
-        self.unloads = ThreadPoolExecutor(UNLOAD_THREADS, thread_name_prefix="mme-unload")
-
-    @staticmethod
-    async def run(pool: ThreadPoolExecutor, call: Callable[..., T], *args: Any, **kw: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, functools.partial(call, *args, **kw))
 
 
 def _public(exc: MultiModelError, *sent: str | None) -> MultiModelError:
@@ -88,10 +70,10 @@ def _description(model: LoadedModel) -> dict:
 class ModelsResource:
     """GET /models (paged list), POST /models (load)."""
 
-    def __init__(self, manager: MultiModelManager, code: ModelCode, operations: Operations):
+    def __init__(self, manager: MultiModelManager, code: ModelCode):
         self.manager = manager
         self.code = code
-        self.operations = operations
+        self.loads = ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="mme-load")
 
     async def on_get(self, req: Request, resp: Response) -> None:
         token = req.get_param("next_page_token")
@@ -110,14 +92,14 @@ class ModelsResource:
         name = url = ""
         try:
             name, url = _load_request(req, await req.stream.read())
-            model = await self.operations.run(
-                self.operations.loads,
+            model = await asyncio.get_running_loop().run_in_executor(
+                self.loads,
                 self.manager.load,
                 name,
                 url,
                 self.code.prepare,
                 self.code.abandon,
-                deadline=deadline,
+                deadline,
             )
         except MultiModelError as exc:
             raise _public(exc, url, name) from None
@@ -139,12 +121,11 @@ class ModelSink:
         manager: MultiModelManager,
         code: ModelCode,
         invocations: Invocations,
-        operations: Operations,
     ):
         self.manager = manager
         self.code = code
         self.invocations = invocations
-        self.operations = operations
+        self.unloads = ThreadPoolExecutor(UNLOAD_THREADS, thread_name_prefix="mme-unload")
 
     async def __call__(self, req: Request, resp: Response | None, **_: Any) -> None:
         assert resp is not None  # None only for WebSocket, which the service does not take
@@ -161,16 +142,15 @@ class ModelSink:
             elif req.method in ("GET", "HEAD"):
                 _ok(resp, _description(self.manager.get(name)))
             elif req.method == "DELETE":
-                await self.operations.run(self.operations.unloads, self._unload, name)
+                await asyncio.get_running_loop().run_in_executor(
+                    self.unloads, self.manager.unload, name, self.code.release
+                )
                 _ok(resp, {"success": f"Successfully unloaded model {name}."})
             else:
                 resp.set_header("Allow", "GET, HEAD, DELETE")
                 raise MultiModelError("Method Not Allowed", 405)
         except MultiModelError as exc:
             raise _public(exc, name) from None
-
-    def _unload(self, name: str) -> None:
-        self.manager.unload(name, self.code.release)
 
     async def _invoke(self, req: Request, resp: Response, name: str) -> None:
         if req.method != "POST":
@@ -219,21 +199,14 @@ def _load_request(req: Request, body: bytes) -> tuple[str, str]:
     if not isinstance(doc, dict):
         raise MultiModelError('Expected a JSON object {"model_name": ..., "url": ...}', 400)
     query = parse_qs(req.query_string)
-    name = doc.get("model_name", _first(query.get("model_name")))
-    url = doc.get("url", _first(query.get("url")))
+    name = doc.get("model_name", query.get("model_name", [None])[0])
+    url = doc.get("url", query.get("url", [None])[0])
     if name is None or url is None:
         missing = ", ".join(k for k, v in (("model_name", name), ("url", url)) if v is None)
         raise MultiModelError(f"Missing {missing} in the load request", 400)
     if not isinstance(name, str) or not isinstance(url, str):
         raise MultiModelError("model_name and url must be strings", 400)
     return name, url
-
-
-def _first(values: list[str] | None) -> str | None:
-    return values[0] if values else None
-
-
-__all__ = ["ModelSink", "ModelsResource"]
 
 
 def add_routes(
@@ -263,8 +236,6 @@ def add_routes(
         config.load_timeout_seconds,
         InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb),
     )
-    universal_dir = Path(config.code_dir) if config.code_dir else None
-    code = ModelCode(universal_dir, universal, environments, manager.registry, config.threads)
-    operations = Operations()
-    app.add_route("/models", ModelsResource(manager, code, operations))
-    app.add_sink(ModelSink(manager, code, invocations, operations), prefix="/models/")
+    code = ModelCode(universal, environments, manager.registry, config.threads)
+    app.add_route("/models", ModelsResource(manager, code))
+    app.add_sink(ModelSink(manager, code, invocations), prefix="/models/")

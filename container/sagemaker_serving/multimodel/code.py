@@ -33,13 +33,11 @@ class ModelCode:
 
     def __init__(
         self,
-        universal_dir: Path | None,
         universal: Handlers | None,
         environments: ModelEnvironments,
         registry: Registry,
         threads: int,
     ) -> None:
-        self.universal_dir = universal_dir
         self.universal = universal  # the universal code's handlers (serve prepared them)
         self.environments = environments
         self.registry = registry
@@ -48,9 +46,6 @@ class ModelCode:
         self._locks: dict[Key, threading.Lock] = {}
         self._lock = threading.Lock()  # the two dicts; a model's import holds its own lock only
 
-    def own_code(self, model: LoadedModel) -> bool:
-        return build.has_user_code(model.code_dir)
-
     # ----- load and unload (MultiModelManager's prepare and release) --------------------------
 
     def prepare(self, model: LoadedModel, deadline: float) -> LoadedModel:
@@ -58,7 +53,7 @@ class ModelCode:
         processes; else its inference.py tried in a process of its own, so code that cannot
         be imported fails the load (400) and not every invocation after it."""
         self._stop_leftovers()
-        if not self.own_code(model):
+        if not build.has_user_code(model.code_dir):
             return model
         env_dir, pool_dir = self.environments.prepare(model.code_dir, model.internal_name, deadline)
         if not pool_dir:
@@ -90,7 +85,7 @@ class ModelCode:
         socket another process took over: under the registry's lock, once, whichever worker
         finds it first."""
         with self.registry.locked():
-            models, generation = self.registry.snapshot()
+            models, generation, _ = self.registry.snapshot()
             current = models.get(model.name)
             if current is None or not current.handlers or current.handlers != model.handlers:
                 return current or model  # unloaded, or another worker revived it
@@ -133,7 +128,7 @@ class ModelCode:
             return handlers
 
     def _load(self, model: LoadedModel) -> Handlers:
-        if self.own_code(model):
+        if build.has_user_code(model.code_dir):
             if model.handlers:
                 directory = Path(model.handlers)
                 status = handler_pool.read_status(directory) or {}
@@ -148,9 +143,7 @@ class ModelCode:
                 )
                 return Handlers(source=f"{model.code_dir} (handler processes)", remote=remote)
             return import_handlers(model.code_dir, f"inference_{model.internal_name}")
-        if self.universal is not None:
-            return self.universal
-        return Handlers()
+        return self.universal if self.universal is not None else Handlers()
 
     def _drop(self, internal_name: str) -> None:
         for key in [k for k in self._cache if k[0] == internal_name]:

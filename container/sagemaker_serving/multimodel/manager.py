@@ -8,7 +8,6 @@ instance before the error is answered.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -32,8 +31,6 @@ from sagemaker_serving.multimodel.registry import LoadedModel, Registry, interna
 from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.errors import ModelServerError
 from sagemaker_serving.tfs_client.health import all_available
-
-__all__ = ["LoadedModel", "MultiModelError", "MultiModelManager", "Registry", "check_name"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +80,8 @@ class MultiModelManager:
         """The loaded models; when the list changed since this process last looked (a load
         or unload in any worker, a model server's death), what the client cached about the
         models is dropped first."""
-        models, stamp = self.registry.read_stamped()
+        models, generation, written = self.registry.snapshot()
+        stamp = (written, generation)
         if stamp != self._seen:
             self.client.clear()
             self._seen = stamp
@@ -110,56 +108,47 @@ class MultiModelManager:
         if deadline is None:
             deadline = time.monotonic() + self.load_timeout_seconds
         with self.registry.loading(name):
-            return self._load(name, url, base, deadline, prepare, release)
-
-    def _load(
-        self,
-        name: str,
-        url: str,
-        base: Path,
-        deadline: float,
-        prepare: Callable[[LoadedModel, float], LoadedModel] | None,
-        release: Callable[[LoadedModel], None] | None,
-    ) -> LoadedModel:
-        if name in self.current():
-            raise already_loaded(name)
-        found = find_model(base, internal_name(name))
-        if found is None:
-            log.warning("load of %s: no SavedModel version under %s", name, url)
-            raise no_base_path(url, name)
-        self._check_inside(base, url)  # the versions found under it included
-        self._check_memory(name, found)
-        model = LoadedModel(
-            name, str(base), found.name, str(found.base_path), tuple(found.versions)
-        )
-        if prepare is not None:
-            model = prepare(model, deadline)
-        try:
-            with self.registry.locked():
-                models, generation = self.registry.snapshot()
-                if name in models:  # another load of the name won while this one prepared
-                    raise already_loaded(name)
-                self.client.forget(model.internal_name)
-                try:
-                    self._apply([*models.values(), model], deadline, loading=model)
-                    self._wait(model, deadline, available=True)
-                    self.registry.write({**models, name: model}, generation)
-                except Exception as exc:
-                    error = _load_error(name, exc)
-                    log.warning("loading %s failed: %s; taking it back out", name, error.message)
-                    self._take_back(list(models.values()))
-                    raise error from None
-        except BaseException:
-            if release is not None:
-                release(model)
-            raise
+            if name in self.current():
+                raise already_loaded(name)
+            found = find_model(base, internal_name(name))
+            if found is None:
+                log.warning("load of %s: no SavedModel version under %s", name, url)
+                raise no_base_path(url, name)
+            self._check_inside(base, url)  # the versions found under it included
+            self._check_memory(name, found)
+            model = LoadedModel(name, str(base), found.name, str(found.base_path), found.versions)
+            if prepare is not None:
+                model = prepare(model, deadline)
+            try:
+                self._add(model, deadline)
+            except BaseException:
+                if release is not None:
+                    release(model)
+                raise
         log.info("loaded model %s from %s as %s %s", name, url, model.internal_name, model.versions)
         return model
+
+    def _add(self, model: LoadedModel, deadline: float) -> None:
+        """`model` on every instance, then listed; taken back out of every one if it fails."""
+        with self.registry.locked():
+            models, generation, _ = self.registry.snapshot()
+            if model.name in models:  # another load of the name won while this one prepared
+                raise already_loaded(model.name)
+            self.client.forget(model.internal_name)
+            try:
+                self._apply([*models.values(), model], deadline, loading=model)
+                self._wait(model, deadline, available=True)
+                self.registry.write({**models, model.name: model}, generation)
+            except Exception as exc:
+                error = _load_error(model.name, exc)
+                log.warning("loading %s failed: %s; taking it back out", model.name, error.message)
+                self._take_back(list(models.values()))
+                raise error from None
 
     def unload(self, name: str, release: Callable[[LoadedModel], None] | None = None) -> None:
         """Unload `name` from every instance; `release` then ends what its `prepare` made."""
         with self.registry.locked():
-            models, generation = self.registry.snapshot()
+            models, generation, _ = self.registry.snapshot()
             model = models.pop(name, None)
             if model is None:
                 raise not_loaded(name)
@@ -187,7 +176,7 @@ class MultiModelManager:
             path = self.model_root / path
         try:
             resolved = path.resolve()
-            inside = resolved == self.model_root or self.model_root in resolved.parents
+            inside = self._inside(resolved)
             is_dir = inside and resolved.is_dir()
         except (OSError, ValueError) as exc:  # e.g. a name over 255 bytes
             reason = getattr(exc, "strerror", None) or str(exc)
@@ -206,26 +195,20 @@ class MultiModelManager:
         """400 when anything the model server or the model's code would read under `top`
         (links followed: versions, their files, code/) leads outside the model directory."""
         seen = {top.resolve()}
-        pending = [top]
-        while pending:
-            directory = pending.pop()
-            try:
-                with os.scandir(directory) as scan:
-                    entries = list(scan)
-            except OSError:
-                continue  # unreadable: the model server cannot read it either
-            for entry in entries:
-                real = Path(os.path.realpath(entry.path))
-                if not self._inside(real):
-                    where = Path(entry.path).relative_to(top)
-                    log.warning("load from %s refused: %s leads to %s", url, entry.path, real)
+        for directory, dirs, files in os.walk(top, followlinks=True):  # unreadable: skipped
+            real = {name: Path(os.path.realpath(Path(directory, name))) for name in dirs + files}
+            for name, target in real.items():
+                if not self._inside(target):
+                    path = Path(directory, name)
+                    log.warning("load from %s refused: %s leads to %s", url, path, target)
                     raise MultiModelError(
-                        f"url {url}: {where} links to a path outside the model directory", 400
+                        f"url {url}: {path.relative_to(top)} links to a path outside the model "
+                        "directory",
+                        400,
                     )
-                with contextlib.suppress(OSError):
-                    if entry.is_dir() and real not in seen:
-                        seen.add(real)
-                        pending.append(Path(entry.path))
+            kept = [name for name in dirs if real[name] not in seen]
+            seen.update(real[name] for name in kept)
+            dirs[:] = kept
 
     def _check_memory(self, name: str, model: Model) -> None:
         size = sum(

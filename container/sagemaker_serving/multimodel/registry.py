@@ -121,21 +121,13 @@ class Registry:
         next load or unload sends the model servers the list without the old models."""
         _replace(self.generation_path, uuid.uuid4().hex)
 
-    def snapshot(self) -> tuple[dict[str, LoadedModel], str]:
-        """The models of the current generation, and that generation (for `write`)."""
-        models, generation, _ = self._load()
-        return models, generation
-
     def read(self) -> dict[str, LoadedModel]:
-        return self._load()[0]
+        return self.snapshot()[0]
 
-    def read_stamped(self) -> tuple[dict[str, LoadedModel], tuple[str, str]]:
-        """The models, and a stamp that changes whenever they may have: the id of the write
-        they come from, and the generation."""
-        models, generation, written = self._load()
-        return models, (written, generation)
-
-    def _load(self) -> tuple[dict[str, LoadedModel], str, str]:
+    def snapshot(self) -> tuple[dict[str, LoadedModel], str, str]:
+        """The models of the current generation, that generation (for `write`), and the id of
+        the write they come from (with the generation: a stamp that changes whenever they may
+        have)."""
         generation = self.generation()
         try:
             doc = json.loads(self.path.read_text())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from sagemaker_serving.config import batch_parameters as bp
-from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 from tfs_batch_transform import packing, parameters
 
@@ -31,7 +30,7 @@ def test_other_spellings_are_refused(value: str):
 
 
 def test_the_container_and_the_runner_use_the_same_rules():
-    answer = execution_parameters(Settings.from_env({}))
+    answer = Settings.from_env({}).execution_parameters()
     assert answer["BatchStrategy"] == bp.CONTAINER_SPELLING[bp.DEFAULT_BATCH_STRATEGY]
     assert answer["MaxPayloadInMB"] == bp.DEFAULT_MAX_PAYLOAD_IN_MB
     resolved = parameters.resolve(None, None, None, answer)

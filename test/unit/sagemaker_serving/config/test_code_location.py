@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sagemaker_serving.config.code_location import misplaced_code
+from sagemaker_serving.config.model_discovery import misplaced_code
 
 
 def touch(path: Path) -> None:

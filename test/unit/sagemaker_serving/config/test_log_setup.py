@@ -71,7 +71,7 @@ def test_it_imports_only_the_standard_library_as_the_handler_processes_need():
 
 def test_unknown_format_is_refused():
     with pytest.raises(ValueError, match="xml"):
-        log_setup.logging_config("INFO", "xml")
+        log_setup.configure("INFO", "xml")
 
 
 def test_child_output_is_wrapped_unless_already_json(capsys):
@@ -80,7 +80,7 @@ def test_child_output_is_wrapped_unless_already_json(capsys):
         b'{"level": "INFO", "message": "already"}\n'
         b"nginx: [warn] low\xff\n"
     )
-    log_setup.relay_as_json("model-server-0", stream)
+    log_setup.relay("model-server-0", stream, as_json=True)
     first, second, third = (json.loads(line) for line in capsys.readouterr().err.splitlines())
     assert first["logger"] == "model-server-0" and first["level"] == "ERROR"
     assert second == {"level": "INFO", "message": "already"}

@@ -69,11 +69,11 @@ def site(tmp_path_factory):
     return container_site(tmp_path_factory.mktemp("container") / "site")
 
 
-def model_code(tmp_path, site, universal=None, universal_handlers=None, max_count=8) -> ModelCode:
+def model_code(tmp_path, site, universal_handlers=None, max_count=8) -> ModelCode:
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
     environments = ModelEnvironments(state, site, 1, max_count, 0, None, "text", 30.0)
-    return ModelCode(universal, universal_handlers, environments, Registry(state), 4)
+    return ModelCode(universal_handlers, environments, Registry(state), 4)
 
 
 def test_a_models_own_code_else_the_universal_code_else_none(tmp_path, site):
@@ -83,7 +83,7 @@ def test_a_models_own_code_else_the_universal_code_else_none(tmp_path, site):
     assert handled(code.handlers(own)) == "own"
     assert code.handlers(other) == Handlers()
     universal = Handlers(handler=lambda data, context: "universal")
-    code = model_code(tmp_path, site, tmp_path / "universal", universal)
+    code = model_code(tmp_path, site, universal)
     assert handled(code.handlers(other)) == "universal"
     assert handled(code.handlers(own)) == "own"
 

@@ -48,14 +48,14 @@ def test_registry_round_trips_and_replaces_atomically(tmp_path):
 
 def test_the_stamp_changes_with_every_write_and_generation(tmp_path):
     registry = Registry(tmp_path)
-    stamps = [registry.read_stamped()[1]]
+    stamps = [registry.snapshot()[1:]]
     for models in ({"a": model("a")}, {"a": model("a")}, {}):
         registry.write(models, registry.generation())
-        stamps.append(registry.read_stamped()[1])
+        stamps.append(registry.snapshot()[1:])
     registry.invalidate()
-    stamps.append(registry.read_stamped()[1])
+    stamps.append(registry.snapshot()[1:])
     assert len(set(stamps)) == len(stamps)
-    assert registry.read_stamped() == ({}, stamps[-1])
+    assert registry.snapshot() == ({}, *stamps[-1])
 
 
 def test_the_lock_excludes_other_processes_and_gives_up_at_its_deadline(tmp_path, hold_lock):
@@ -77,7 +77,7 @@ def test_invalidate_needs_no_lock(tmp_path, hold_lock):
 
 def test_a_change_based_on_an_older_generation_counts_as_lost(tmp_path):
     registry = Registry(tmp_path)
-    _, generation = registry.snapshot()
+    _, generation, _ = registry.snapshot()
     registry.invalidate()  # a model server died while the change was under way
     registry.write({"a": model("a")}, generation)
     assert registry.read() == {}

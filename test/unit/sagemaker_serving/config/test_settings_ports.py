@@ -1,4 +1,4 @@
-"""Tests for sagemaker_serving.config.ports: internal model server port allocation."""
+"""Settings.model_server_ports: internal model server port allocation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sagemaker_serving.config.ports import allocate_model_server_ports
 from sagemaker_serving.config.settings import Settings, SettingsError
 
 
@@ -15,11 +14,11 @@ def settings(**env: str) -> Settings:
 
 
 def test_default_single_instance():
-    assert allocate_model_server_ports(settings()) == [(9000, 8501)]
+    assert settings().model_server_ports() == [(9000, 8501)]
 
 
 def test_default_several_instances():
-    assert allocate_model_server_ports(settings(SAGEMAKER_TFS_INSTANCE_COUNT="3")) == [
+    assert settings(SAGEMAKER_TFS_INSTANCE_COUNT="3").model_server_ports() == [
         (9000, 8501),
         (9001, 8502),
         (9002, 8503),
@@ -27,7 +26,7 @@ def test_default_several_instances():
 
 
 def test_default_ports_hold_499_instances():
-    ports = allocate_model_server_ports(settings(SAGEMAKER_TFS_INSTANCE_COUNT="499"))
+    ports = settings(SAGEMAKER_TFS_INSTANCE_COUNT="499").model_server_ports()
     assert ports[-1] == (9498, 8999)
     flat = [p for pair in ports for p in pair]
     assert len(set(flat)) == len(flat)
@@ -35,24 +34,24 @@ def test_default_ports_hold_499_instances():
 
 def test_default_ports_run_out_at_500_instances():
     with pytest.raises(SettingsError, match=r"^SAGEMAKER_TFS_INSTANCE_COUNT: .*SAFE_PORT_RANGE"):
-        allocate_model_server_ports(settings(SAGEMAKER_TFS_INSTANCE_COUNT="500"))
+        settings(SAGEMAKER_TFS_INSTANCE_COUNT="500").model_server_ports()
 
 
 def test_safe_port_range():
     s = settings(SAGEMAKER_SAFE_PORT_RANGE="10000-10999", SAGEMAKER_TFS_INSTANCE_COUNT="2")
-    assert allocate_model_server_ports(s) == [(10000, 10001), (10002, 10003)]
+    assert s.model_server_ports() == [(10000, 10001), (10002, 10003)]
 
 
 def test_safe_port_range_exact_fit():
     s = settings(SAGEMAKER_SAFE_PORT_RANGE="20-23", SAGEMAKER_TFS_INSTANCE_COUNT="2")
-    assert allocate_model_server_ports(s) == [(20, 21), (22, 23)]
+    assert s.model_server_ports() == [(20, 21), (22, 23)]
 
 
 @pytest.mark.parametrize(("port_range", "count"), [("20-22", "2"), ("20-20", "1"), ("5-5", "3")])
 def test_safe_port_range_too_small(port_range, count):
     s = settings(SAGEMAKER_SAFE_PORT_RANGE=port_range, SAGEMAKER_TFS_INSTANCE_COUNT=count)
     with pytest.raises(SettingsError) as info:
-        allocate_model_server_ports(s)
+        s.model_server_ports()
     assert str(info.value).startswith("SAGEMAKER_SAFE_PORT_RANGE: ")
     assert "SAGEMAKER_TFS_INSTANCE_COUNT" in str(info.value)
 
@@ -68,12 +67,12 @@ def test_safe_port_range_too_small(port_range, count):
 )
 def test_bind_port_clash(env):
     with pytest.raises(SettingsError, match=r"^SAGEMAKER_BIND_TO_PORT: port \d+ is also the"):
-        allocate_model_server_ports(settings(**env))
+        settings(**env).model_server_ports()
 
 
 def test_bind_port_outside_allocation_is_fine():
     s = settings(SAGEMAKER_BIND_TO_PORT="8503", SAGEMAKER_TFS_INSTANCE_COUNT="2")
-    assert allocate_model_server_ports(s) == [(9000, 8501), (9001, 8502)]
+    assert s.model_server_ports() == [(9000, 8501), (9001, 8502)]
 
 
 @given(
@@ -90,7 +89,7 @@ def test_range_allocation_properties(low, span, count, bind):
         SAGEMAKER_BIND_TO_PORT=str(bind),
     )
     try:
-        ports = allocate_model_server_ports(s)
+        ports = s.model_server_ports()
     except SettingsError as exc:
         assert 2 * count > high - low + 1 or low <= bind <= low + 2 * count - 1, exc
         return

@@ -1,4 +1,4 @@
-"""Tests for sagemaker_serving.config.execution_parameters (GET /execution-parameters)."""
+"""Settings.execution_parameters: the answer to GET /execution-parameters."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import json
 
 import pytest
 
-from sagemaker_serving.config.execution_parameters import execution_parameters
 from sagemaker_serving.config.settings import Settings
 
 
 def params(cpu_count: int = 4, **env: str) -> dict:
-    return execution_parameters(Settings.from_env(env, cpu_count=cpu_count))
+    return Settings.from_env(env, cpu_count=cpu_count).execution_parameters()
 
 
 def test_defaults():
