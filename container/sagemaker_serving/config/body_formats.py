@@ -3,7 +3,7 @@ names answers come in, and the top-level keys of TF Serving's request and answer
 
 The one home of these tables: the Python service's formats read them (formats/), and serve
 writes those nginx/tfs.js needs to pass a TF Serving request straight on into its tables
-(launcher/njs_tables.py).
+(launcher/nginx_config.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 and what each value must look like.
 
 The one home of these rules: the Python service reads them (service/routing.py), serve writes
-them into the njs fast path's tables (launcher/njs_tables.py, for nginx/tfs.js), and the model
+them into the njs fast path's tables (launcher/nginx_config.py, for nginx/tfs.js), and the model
 name rule also holds for SAGEMAKER_TFS_DEFAULT_MODEL_NAME and the models found on disk.
 """
 

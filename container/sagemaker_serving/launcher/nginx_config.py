@@ -1,5 +1,5 @@
 """nginx.conf for a run, rendered from nginx/nginx.conf.j2 (Jinja2), the tables nginx/tfs.js
-reads written beside it (njs_tables.py), and where nginx and its modules are."""
+reads written beside it (`njs_tables`), and where nginx and its modules are."""
 
 from __future__ import annotations
 
@@ -14,16 +14,18 @@ from typing import Any
 
 import jinja2
 
+from sagemaker_serving.config import body_formats as bodies
 from sagemaker_serving.config import routing_rules
 from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
-from sagemaker_serving.launcher.njs_tables import ErrorAnswer, write_njs_tables
 from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, log_format
 
 TEMPLATE_NAME = "nginx.conf.j2"
 SCRIPT_NAME = "tfs.js"
+MODULE_NAME = "tfs_rules.js"  # the tables tfs.js imports (nginx's js_path names the directory)
+ErrorAnswer = tuple[int, str] | tuple[int, str, str]  # status, message[, Allow header]
 
 
 def _assets() -> Path:
@@ -135,6 +137,49 @@ def find_nginx(nginx_dir: Path = NGINX_DIR) -> NginxLayout:
     if not (nginx_dir / TEMPLATE_NAME).exists() or not (nginx_dir / SCRIPT_NAME).exists():
         raise NginxSetupError(f"{nginx_dir} must hold {TEMPLATE_NAME} and {SCRIPT_NAME}")
     return NginxLayout(binary, module, headers_more, nginx_dir)
+
+
+def _whole(pattern: str) -> str:
+    """A pattern matched whole, as Python's fullmatch does, for JavaScript's RegExp."""
+    return f"^(?:{pattern})$"
+
+
+def njs_tables(errors: dict[str, ErrorAnswer]) -> dict[str, object]:
+    """The tables tfs.js reads, by their names there, from their Python homes: the routing
+    rules it reads a TF Serving request's path with (config/routing_rules.py), the media types
+    of a request it may pass straight on or wrap (config/body_formats.py), and nginx's own
+    error answers (`front_door_errors`). tfs.js writes none of these itself."""
+    return {
+        "attributesHeader": routing_rules.HEADER,
+        "modelNameKey": routing_rules.MODEL_NAME,
+        "modelVersionKey": routing_rules.MODEL_VERSION,
+        "methodKey": routing_rules.METHOD,
+        "modelNamePattern": _whole(routing_rules.MODEL_NAME_PATTERN.pattern),
+        "modelVersionPattern": _whole(routing_rules.MODEL_VERSION_PATTERN.pattern),
+        "methods": dict(routing_rules.METHODS),
+        "defaultMethod": routing_rules.DEFAULT_METHOD,
+        "json": bodies.JSON,
+        "defaultType": bodies.DEFAULT_TYPE,
+        "jsonTypes": sorted(bodies.JSON_TYPES),
+        "csv": bodies.CSV,
+        "utf8Charsets": list(bodies.UTF8_CHARSETS),
+        "jsonAnswerTypes": sorted(bodies.JSON_ANSWER_ACCEPTS),
+        "requestKeys": list(bodies.REQUEST_KEYS),
+        "errors": errors,
+        "unknownError": "500",  # what an error page of no name of `errors` answers
+    }
+
+
+def write_njs_tables(directory: Path, errors: dict[str, ErrorAnswer]) -> Path:
+    """The tables as the module tfs.js imports (MODULE_NAME in `directory`): one object
+    literal (JSON is JavaScript)."""
+    path = directory / MODULE_NAME
+    path.write_text(
+        "// Written by serve from the Python definitions (sagemaker_serving/launcher/"
+        "nginx_config.py): do not edit.\n"
+        f"export default {json.dumps(njs_tables(errors), indent=4)};\n"
+    )
+    return path
 
 
 def size_text(num_bytes: int) -> str:

@@ -1,14 +1,19 @@
-"""The model server instances of this container: REST and gRPC to each, round robin."""
+"""The model server instances of this container: REST and gRPC to each, round robin, and
+the models' metadata (cached)."""
 
 from __future__ import annotations
 
 import itertools
+import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sagemaker_serving.tfs_client.errors import ModelServerError
 from sagemaker_serving.tfs_client.grpc import GrpcClient
-from sagemaker_serving.tfs_client.rest import HOST, RestClient
+from sagemaker_serving.tfs_client.health import model_path
+from sagemaker_serving.tfs_client.rest import HOST, RestClient, error_text
 
 
 @dataclass
@@ -34,6 +39,8 @@ class ModelServerClient:
         ]
         # round robin over the targets in C (a request's context costs no call of ours)
         self.next_target = itertools.cycle(self.targets).__next__
+        self._metadata: dict[tuple[str, str | None], dict] = {}
+        self._lock = threading.Lock()
 
     @property
     def rest_ports(self) -> list[int]:
@@ -50,13 +57,29 @@ class ModelServerClient:
         return target.channel
 
     def metadata(self, model: str, version: str | None, deadline: float) -> dict:
-        """The REST metadata of `model` (`version`), cached (RestClient.metadata)."""
-        return self.rest.metadata(self.next_target().index, model, version, deadline)
+        """The REST metadata of `model` (of `version` if given), from the next instance on
+        first use; cached per (model, version) until `forget` or `clear`."""
+        key = (model, version)
+        cached = self._metadata.get(key)
+        if cached is not None:
+            return cached
+        versioned = f"/versions/{version}" if version else ""
+        path = f"{model_path(model)}{versioned}/metadata"
+        status, body = self.rest.get(self.next_target().index, path, deadline)
+        if status != 200:
+            raise ModelServerError(error_text(body), status)
+        doc = json.loads(body)
+        with self._lock:
+            self._metadata[key] = doc
+        return doc
 
     def forget(self, model: str) -> None:
-        """`model` was loaded or unloaded: what is cached about it is stale."""
-        self.rest.forget(model)
+        """Drop the cached metadata of every version of `model` (it was loaded or unloaded)."""
+        with self._lock:
+            for key in [key for key in self._metadata if key[0] == model]:
+                del self._metadata[key]
 
     def clear(self) -> None:
-        """The models on the model servers changed: nothing cached about them holds."""
-        self.rest.clear()
+        """Drop all cached metadata (the model servers' models changed)."""
+        with self._lock:
+            self._metadata.clear()

@@ -45,18 +45,23 @@ def all_available(states: Mapping[int, str], versions: Collection[int] | None = 
     return bool(wanted) and all(states.get(version) == AVAILABLE for version in wanted)
 
 
-def get(
-    conn: http.client.HTTPConnection, path: str, headers: Mapping[str, str] | None = None
-) -> tuple[int, bytes] | None:
-    """GET `path` on `conn` (closed after): (status, body), or None when nothing answered."""
+def fetch(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
+    """(status, body) of GET `path` on `conn` (closed after); OSError or HTTPException when
+    nothing answered (TimeoutError past the connection's timeout)."""
     try:
-        conn.request("GET", path, headers=dict(headers or {}))
+        conn.request("GET", path)
         reply = conn.getresponse()
         return reply.status, reply.read()
-    except (OSError, http.client.HTTPException):
-        return None
     finally:
         conn.close()
+
+
+def get(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes] | None:
+    """`fetch`, or None when nothing answered."""
+    try:
+        return fetch(conn, path)
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 import time
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -42,14 +41,12 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 
 
 class RestClient:
-    """Keep-alive HTTP/1.1 to the model servers' REST ports, and their metadata (cached)."""
+    """Keep-alive HTTP/1.1 to the model servers' REST ports."""
 
     def __init__(self, ports: Sequence[int], pool_size: int = POOL_SIZE) -> None:
         self.ports = list(ports)
         self.pool_size = pool_size
         self._pools: dict[int, ConnectionPool] = {}
-        self._lock = threading.Lock()
-        self._metadata: dict[tuple[str, str | None], dict] = {}
 
     def uri(self, index: int, path: str) -> str:
         """The URI of `path` on instance `index`."""
@@ -106,15 +103,11 @@ class RestClient:
             raise ModelServerTimeout(DEADLINE_PASSED)
         conn = http.client.HTTPConnection(HOST, self.ports[index], timeout=timeout)
         try:
-            conn.request("GET", path)
-            reply = conn.getresponse()
-            return reply.status, reply.read()
+            return health.fetch(conn, path)
         except TimeoutError as exc:
             raise ModelServerTimeout() from exc
         except (OSError, http.client.HTTPException) as exc:
             raise ModelServerUnavailable(exc) from exc
-        finally:
-            conn.close()
 
     def version_states(self, index: int, model: str, deadline: float) -> dict[int, str]:
         """{version: state} of `model` on instance `index`; {} when it is unknown there."""
@@ -135,33 +128,6 @@ class RestClient:
         if status != 200:
             raise ModelServerError(error_text(body), status)
         return body
-
-    def metadata(self, index: int, model: str, version: str | None, deadline: float) -> dict:
-        """The REST metadata of `model` (of `version` if given), from instance `index` on first
-        use; cached per (model, version) until `forget` or `clear`."""
-        key = (model, version)
-        cached = self._metadata.get(key)
-        if cached is not None:
-            return cached
-        versioned = f"/versions/{version}" if version else ""
-        status, body = self.get(index, f"{health.model_path(model)}{versioned}/metadata", deadline)
-        if status != 200:
-            raise ModelServerError(error_text(body), status)
-        doc = json.loads(body)
-        with self._lock:
-            self._metadata[key] = doc
-        return doc
-
-    def forget(self, model: str) -> None:
-        """Drop the cached metadata of every version of `model` (it was loaded or unloaded)."""
-        with self._lock:
-            for key in [key for key in self._metadata if key[0] == model]:
-                del self._metadata[key]
-
-    def clear(self) -> None:
-        """Drop all cached metadata (the model servers' models changed)."""
-        with self._lock:
-            self._metadata.clear()
 
 
 def error_text(body: bytes) -> str:

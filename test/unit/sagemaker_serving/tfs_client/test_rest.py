@@ -1,5 +1,6 @@
-"""RestClient against a real model server, and a tiny loopback HTTP server for what a model
-server seldom does (slow, huge, cut-off answers; closed keep-alive connections)."""
+"""RestClient (and the metadata ModelServerClient caches over its GETs) against a real model
+server, and a tiny loopback HTTP server for what a model server seldom does (slow, huge,
+cut-off answers; closed keep-alive connections)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import requests
 
+from sagemaker_serving.tfs_client.client import ModelServerClient
 from sagemaker_serving.tfs_client.errors import (
     ModelServerError,
     ModelServerTimeout,
@@ -69,13 +71,14 @@ def test_version_states_of_every_version_and_none_for_an_unknown_model(rest):
     assert rest.version_states(0, "no_such_model", deadline()) == {}
 
 
-def test_metadata_is_per_version(rest):
-    latest = rest.metadata(0, "half_plus_three", None, deadline())
-    older = rest.metadata(0, "half_plus_three", "123", deadline())
+def test_metadata_is_per_version(tfs_server):
+    client = ModelServerClient([tfs_server.rest_port], [tfs_server.grpc_port])
+    latest = client.metadata("half_plus_three", None, deadline())
+    older = client.metadata("half_plus_three", "123", deadline())
     assert latest["model_spec"]["version"] == "124"
     assert older["model_spec"]["version"] == "123"
     with pytest.raises(ModelServerError) as info:
-        rest.metadata(0, "half_plus_three", "7", deadline())
+        client.metadata("half_plus_three", "7", deadline())
     assert info.value.status == 404 and "half_plus_three" in info.value.message
 
 
@@ -286,33 +289,33 @@ def test_a_connection_closed_before_the_whole_answer_is_503(loopback, path, call
 
 
 def test_metadata_is_cached_per_model_and_version_until_forgotten(loopback):
-    client = RestClient([loopback.port])
+    client = ModelServerClient([loopback.port], [0])
     asked = lambda: [p for p in loopback.requests if p.endswith("/metadata")]  # noqa: E731
     for _ in range(3):
-        assert client.metadata(0, "m", None, deadline())["model_spec"]["name"] == "m"
-        client.metadata(0, "m", "2", deadline())
+        assert client.metadata("m", None, deadline())["model_spec"]["name"] == "m"
+        client.metadata("m", "2", deadline())
     assert asked() == ["/v1/models/m/metadata", "/v1/models/m/versions/2/metadata"]
     client.forget("m")
-    client.metadata(0, "m", "2", deadline())
+    client.metadata("m", "2", deadline())
     client.forget("other")
-    client.metadata(0, "m", "2", deadline())
+    client.metadata("m", "2", deadline())
     assert len(asked()) == 3
     client.clear()
-    client.metadata(0, "m", None, deadline())
+    client.metadata("m", None, deadline())
     assert len(asked()) == 4
 
 
 def test_metadata_errors_carry_tf_servings_status_and_text(loopback):
-    client = RestClient([loopback.port])
+    client = ModelServerClient([loopback.port], [0])
     with pytest.raises(ModelServerError) as info:
-        client.metadata(0, "gone", None, deadline())
+        client.metadata("gone", None, deadline())
     assert (info.value.status, info.value.message) == (404, "Servable not found")
     with pytest.raises(ModelServerError) as info:
-        client.metadata(0, "text", None, deadline())
+        client.metadata("text", None, deadline())
     assert (info.value.status, info.value.message) == (500, "plain words")
-    client.metadata(0, "m", None, deadline())
+    client.metadata("m", None, deadline())
     with pytest.raises(ModelServerError):
-        client.metadata(0, "gone", None, deadline())  # errors are not cached
+        client.metadata("gone", None, deadline())  # errors are not cached
     assert loopback.requests.count("/v1/models/gone/metadata") == 2
 
 
