@@ -447,7 +447,7 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
     for child in stack.children:  # what they wrote last, before our last line
         child.drain(max(0.0, deadline - time.monotonic()))
-    stack.service.cleanup()
+    stack.service.close()
     log.info("stopped")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -93,7 +94,8 @@ def service(request, tmp_path_factory) -> Iterator[Service]:
         yield svc
     finally:
         process.child.stop(20)
-        process.cleanup()
+        process.close()
+        shutil.rmtree(process.socket_dir)  # serve's watchdog's, in serve
 
 
 def test_gunicorn_takes_what_nginx_passes_on(service):

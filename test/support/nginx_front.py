@@ -9,6 +9,7 @@ import shutil
 import socket
 import socketserver
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from loopback import serving
 from process_utils import free_port, terminate
-from sagemaker_serving.config.access import SOCKET_UMASK, socket_dir
+from sagemaker_serving.config.access import SOCKET_UMASK
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.launcher.nginx_config import find_nginx, nginx_conf
 
@@ -48,7 +49,7 @@ def front_door(
     refuses); yields its port."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     settings = Settings.from_env(env)
-    sockets = socket_dir()
+    sockets = Path(tempfile.mkdtemp(prefix="sagemaker-service-"))
     socket_path = sockets / "gunicorn.sock"
     tfs = ThreadingHTTPServer(("127.0.0.1", 0), model_server or BaseHTTPRequestHandler)
     python_service = UnixHTTPServer(str(socket_path), service)

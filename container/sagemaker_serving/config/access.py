@@ -12,7 +12,6 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-import tempfile
 from pathlib import Path
 
 SOCKET_UMASK = 0o177  # gunicorn's: its unix socket is 0600
@@ -24,11 +23,6 @@ def nginx_user() -> str:
     if os.geteuid() != 0:
         return ""
     return f"user {pwd.getpwuid(0).pw_name} {grp.getgrgid(0).gr_name};"
-
-
-def socket_dir() -> Path:
-    """A new 0700 directory for the service's socket (and nginx's temporary files)."""
-    return Path(tempfile.mkdtemp(prefix="sagemaker-service-"))
 
 
 def write_private(path: Path, text: str) -> None:

@@ -7,10 +7,10 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_serving.config import access as service_access
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.environments import pool as handler_pool
@@ -45,13 +45,11 @@ class ServiceProcess:
         """The service, and its handler processes when it has some."""
         return [self.child, *([self.handlers] if self.handlers is not None else [])]
 
-    def cleanup(self) -> None:
+    def close(self) -> None:
+        """Close serve's ends of the pipes (its directories are the watchdog's to remove)."""
         for fd in (*self.child.pass_fds, self.lifeline):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
-        if self.pool_dir is not None:
-            shutil.rmtree(self.pool_dir, ignore_errors=True)
 
 
 def mme_state_dir(run_dir: Path) -> Path:
@@ -110,7 +108,8 @@ def service_process(
                 environment.python,
                 environment.reason,
             )
-    socket_dir = service_access.socket_dir()  # 0700: for nginx's workers (serve's user) only
+    # 0700 (mkdtemp's): for nginx's workers (serve's user) only; nginx's temporary files too
+    socket_dir = Path(tempfile.mkdtemp(prefix="sagemaker-service-"))
     socket_path = str(socket_dir / "gunicorn.sock")
     config = ServiceConfig(
         code_dir=str(code_dir),

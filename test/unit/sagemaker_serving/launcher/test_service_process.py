@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,12 @@ from sagemaker_serving.launcher.service_process import (
 )
 
 PORTS = [(9000, 8501), (9002, 8503)]
+
+
+@pytest.fixture(autouse=True)
+def temporary_dirs_in(tmp_path: Path, monkeypatch) -> None:
+    """The service's socket folder (the watchdog's to remove in serve) under tmp_path."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
 
 def prepared(tmp_path: Path, code: str | None = None, **env: str) -> ServiceProcess:
@@ -45,7 +52,7 @@ def service(tmp_path: Path):
     (tmp_path / "run").mkdir()
     process = prepared(tmp_path)
     yield process
-    process.cleanup()
+    process.close()
 
 
 def test_without_user_code_it_takes_only_the_binary_formats(service: ServiceProcess):
@@ -74,7 +81,7 @@ def test_settings_reach_the_service_in_its_config_and_only_there(tmp_path: Path)
             str(tmp_path / "run" / "service.json"),
         ]
     finally:
-        service.cleanup()
+        service.close()
 
 
 def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path: Path):
@@ -89,8 +96,9 @@ def test_the_config_file_says_what_serve_knows(service: ServiceProcess, tmp_path
 
 
 def test_sockets_are_private_and_the_lifeline_is_inherited(service: ServiceProcess):
-    mode = stat.S_IMODE(service.socket_dir.stat().st_mode)
-    assert mode == 0o700  # serve's user only: the whole stack runs as it
+    folder = service.socket_dir.stat()
+    assert stat.S_IMODE(folder.st_mode) == 0o700  # serve's user only: the whole stack runs as it
+    assert folder.st_uid == os.geteuid()
     (lifeline,) = service.child.pass_fds
     assert stat.S_ISFIFO(os.fstat(lifeline).st_mode)  # the read end: EOF once serve is gone
     assert not os.get_inheritable(service.lifeline)  # the write end stays with serve
@@ -98,12 +106,11 @@ def test_sockets_are_private_and_the_lifeline_is_inherited(service: ServiceProce
     assert service.child.env["PROMETHEUS_MULTIPROC_DIR"] == str(service.metrics_dir)
 
 
-def test_cleanup_closes_the_descriptors_and_removes_the_sockets(tmp_path: Path):
+def test_close_closes_serves_ends_of_the_pipes(tmp_path: Path):
     (tmp_path / "run").mkdir()
     service = prepared(tmp_path)
-    service.cleanup()
-    assert not service.socket_dir.exists()
-    for fd in service.child.pass_fds:
+    service.close()
+    for fd in (*service.child.pass_fds, service.lifeline):
         with pytest.raises(OSError):
             os.fstat(fd)
 
@@ -117,7 +124,7 @@ def test_user_code_gets_every_worker_and_its_paths(tmp_path: Path):
         assert config.workers == 4
         assert config.python_paths == [str(tmp_path / "model" / "code")]
     finally:
-        service.cleanup()
+        service.close()
 
 
 @pytest.mark.parametrize("worker_class", ["gthread", "sync", "gevent"])
@@ -129,7 +136,7 @@ def test_the_worker_class_and_threads_reach_the_service_config(tmp_path: Path, w
         config = config_of(service)
         assert (config.worker_class, config.threads) == (worker_class, 3)
     finally:
-        service.cleanup()
+        service.close()
 
 
 def test_a_new_run_starts_with_no_multi_model_state(tmp_path: Path):
@@ -139,4 +146,4 @@ def test_a_new_run_starts_with_no_multi_model_state(tmp_path: Path):
     try:
         assert list(state.iterdir()) == []
     finally:
-        service.cleanup()
+        service.close()
