@@ -30,7 +30,6 @@ TFEXAMPLE_TYPES = frozenset(
 
 TEXT_TYPES = frozenset({*JSON_TYPES, *JSON_LINES_TYPES, CSV})
 BINARY_TYPES = frozenset({NPY, *BYTES_TYPES, *TFEXAMPLE_TYPES})  # the Python service's alone
-BUILTIN_TYPES: frozenset[str] = TEXT_TYPES | BINARY_TYPES
 DEFAULT_TYPE = JSON  # a request without a Content-Type, an answer without an Accept
 
 # Accept: supported answer types in tie-break order (a wildcard prefers the earliest).

@@ -73,7 +73,7 @@ def negotiate(accept: str | None) -> str:
         return DEFAULT_TYPE
     ranked: dict[str, tuple[int, float, int]] = {}  # type -> (specificity, q, range index)
     for index, entry in enumerate(accept.split(",")):
-        range_type = entry.split(";", 1)[0].strip().lower()
+        range_type = media_type(entry)
         if not range_type:
             continue
         q = _q(entry)

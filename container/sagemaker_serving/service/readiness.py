@@ -4,7 +4,7 @@ start). 200 with an empty body while every model is AVAILABLE on every model ser
 imported, and their processes answer when they run in processes of their own; else a JSON 503
 that says why. The model servers are asked by a thread (tfs_client/health.py's InstanceWatch),
 never by /ping itself, so it answers within milliseconds whatever the model servers do; /ping
-only connects to each REST port (the kernel answers), so a model server that died since the
+only asks the kernel whether each REST port listens, so a model server that died since the
 last probe is a 503 at once.
 """
 

@@ -20,6 +20,7 @@ from falcon.asgi import Response
 
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.errors import StatusError, error_body
+from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.service.error_answers import status_and_message
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.user_code import fork_guard
@@ -38,9 +39,7 @@ class StreamCut(Exception):
 
 def wants_events(accept: str | None) -> bool:
     """Whether the client asks for server-sent events."""
-    return any(
-        item.split(";")[0].strip().lower() == EVENT_STREAM for item in (accept or "").split(",")
-    )
+    return EVENT_STREAM in map(media_type, (accept or "").split(","))
 
 
 def is_stream(body: Any) -> bool:

@@ -8,7 +8,6 @@ import pytest
 from sagemaker_serving.config.body_formats import (
     ACCEPT_TYPES,
     BINARY_TYPES,
-    BUILTIN_TYPES,
     CSV,
     JSON_LINES_TYPES,
     JSON_TYPES,
@@ -44,7 +43,6 @@ def test_binary_types_are_the_services_alone():
         "application/tfrecord",
         "application/x-tfrecord",
     } == BINARY_TYPES
-    assert BUILTIN_TYPES == TEXT_TYPES | BINARY_TYPES
     assert not BINARY_TYPES & TEXT_TYPES
 
 
