@@ -13,7 +13,7 @@ from typing import Any
 from sagemaker_serving.tfs_client.errors import ModelServerError
 from sagemaker_serving.tfs_client.grpc import GrpcClient
 from sagemaker_serving.tfs_client.health import model_path
-from sagemaker_serving.tfs_client.rest import HOST, RestClient, error_text
+from sagemaker_serving.tfs_client.rest import RestClient, error_text
 
 
 @dataclass
@@ -34,8 +34,8 @@ class ModelServerClient:
         self.rest = RestClient(rest_ports)
         self.grpc = GrpcClient(grpc_ports)
         self.targets = [
-            Target(i, f"http://{HOST}:{rest}", grpc)
-            for i, (rest, grpc) in enumerate(zip(rest_ports, grpc_ports, strict=True))
+            Target(i, self.rest.uri(i, ""), grpc)
+            for i, (_, grpc) in enumerate(zip(rest_ports, grpc_ports, strict=True))
         ]
         # round robin over the targets in C (a request's context costs no call of ours)
         self.next_target = itertools.cycle(self.targets).__next__
