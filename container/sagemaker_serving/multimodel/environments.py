@@ -33,6 +33,7 @@ from pathlib import Path
 
 import psutil
 
+from process_utils.files import locked
 from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
@@ -46,7 +47,6 @@ ENVIRONMENTS_DIR = "environments"
 ENVIRONMENT_FILE = "environment.json"
 ROOM_LOCK_SECONDS = 10.0  # the slots' lock is held only to count them
 STOP_SECONDS = 5.0
-LOCK_POLL_SECONDS = 0.05
 RECORD_GRACE_SECONDS = 60.0  # a pool no model lists is a leftover only once this much older
 # than a load can take (a load in progress has one too)
 
@@ -283,19 +283,9 @@ class ModelEnvironments:
         """The environment's own lock (another load of the same code waits for it; 504 with
         `busy` past the deadline); also the slots' (`RESERVED_DIR`)."""
         env_dir.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(env_dir.with_name(env_dir.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise MultiModelError(busy, 504) from None
-                    time.sleep(LOCK_POLL_SECONDS)
+        lock = env_dir.with_name(env_dir.name + ".lock")
+        with locked(lock, deadline, MultiModelError(busy, 504)):
             yield
-        finally:
-            os.close(fd)
 
     def _record_path(self, directory: Path) -> Path:
         return self.state_dir / POOLS_DIR / directory.name
