@@ -34,10 +34,9 @@ from gunicorn.errors import HaltServer
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.access import SOCKET_UMASK
 from sagemaker_serving.config.service_config import ServiceConfig
-from sagemaker_serving.environments import pool
 from sagemaker_serving.environments.build import has_user_code
 from sagemaker_serving.environments.hidden import import_handlers
-from sagemaker_serving.environments.remote import HandlerPool
+from sagemaker_serving.environments.remote import pool_handlers
 from sagemaker_serving.errors import error_body, hide_paths
 from sagemaker_serving.multimodel.api import add_routes as add_multi_model_routes
 from sagemaker_serving.service.error_answers import add_error_answers
@@ -60,11 +59,10 @@ def endpoint_handlers(config: ServiceConfig) -> Handlers:
     code_dir = Path(config.code_dir)
     if not config.handler_pool:
         return import_handlers(code_dir, paths=config.python_paths)
-    directory = Path(config.handler_pool)
     deadline = time.monotonic() + config.load_timeout_seconds
-    functions = pool.wait_ready(directory, deadline, lambda: True)
-    remote = HandlerPool(str(directory / pool.SOCKET_NAME), tuple(functions), config.threads)
-    return Handlers(source=f"{code_dir / 'inference.py'} (handler processes)", remote=remote)
+    return pool_handlers(
+        Path(config.handler_pool), code_dir / "inference.py", config.threads, deadline
+    )
 
 
 def allowed_methods(resource: object) -> list[str]:

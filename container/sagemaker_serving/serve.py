@@ -25,6 +25,7 @@ from typing import IO
 
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
+from process_utils.exit_reason import exit_reason
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.model_discovery import (
     Model,
@@ -37,7 +38,6 @@ from sagemaker_serving.config.tfs_config import batching_parameters_text, model_
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher import run_directory
-from sagemaker_serving.launcher.exit_reason import exit_reason
 from sagemaker_serving.launcher.front_port import check_front_port, listening
 from sagemaker_serving.launcher.model_server_command import (
     LOOPBACK_GUARD_LIBRARY,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
+import functools
 import io
 import json
 import logging
@@ -38,7 +38,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from process_utils import tree
+from process_utils import die_with_parent, tree
+from process_utils.exit_reason import exit_reason
+from process_utils.files import replace_text
 from process_utils.stopping import PopenProcess, stop_all
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.environments import protocol
@@ -69,31 +71,13 @@ DRAIN_SECONDS = 2.5  # a stopped worker's calls in progress get this long (the m
 # returns keeps its thread, and each new call gets a new one
 MAX_ABANDONED_CALLS = 8
 ABANDONED_EXIT = 75
-_PR_SET_PDEATHSIG = 1
 
 
 # ----- the master ---------------------------------------------------------------------------
 
 
 def write_status(pool_dir: Path, doc: dict[str, Any]) -> None:
-    tmp = pool_dir / f".{STATUS_NAME}.{os.getpid()}"
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, pool_dir / STATUS_NAME)
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: SIGKILL when the master dies (process_utils' die_with_parent sends SIGTERM,
-    which user code may catch). The kernel sends it when the thread that forked exits, so
-    the master spawns from its main thread only."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-def _how(returncode: int) -> str:
-    if returncode < 0:
-        with contextlib.suppress(ValueError):
-            return f"was killed by {signal.Signals(-returncode).name}"
-    return f"exited with status {returncode}"
+    replace_text(pool_dir / STATUS_NAME, json.dumps(doc))
 
 
 class Master:
@@ -149,7 +133,7 @@ class Master:
                     self.failed = True
                     break
             self._reap()
-            for slot, due in list(self.due.items()):  # from this thread: see _die_with_parent
+            for slot, due in list(self.due.items()):  # from this thread: see _spawn
                 if time.monotonic() >= due:
                     del self.due[slot]
                     self._spawn(slot)
@@ -169,7 +153,10 @@ class Master:
         fds = [self.listen_fd, self.ready_w]
         if self.args.lifeline_fd is not None:
             fds.append(self.args.lifeline_fd)
-        proc = subprocess.Popen(command, pass_fds=fds, preexec_fn=_die_with_parent)
+        # SIGKILL when the master dies (SIGTERM, user code may catch); the kernel sends it when
+        # the thread that forked exits, so the master spawns from its main thread only
+        kill_with_master = functools.partial(die_with_parent, signal.SIGKILL)
+        proc = subprocess.Popen(command, pass_fds=fds, preexec_fn=kill_with_master)
         self.workers[slot] = (proc, time.monotonic())
 
     def _worker_lines(self, lines: list[bytes]) -> bool:
@@ -200,7 +187,7 @@ class Master:
             if self.stopping:
                 continue
             if not self.reported:
-                message = f"a handler process {_how(proc.returncode)} during start-up"
+                message = f"a handler process {exit_reason(proc.returncode)} during start-up"
                 write_status(self.pool_dir, {"error": message})
                 self.stopping = self.failed = True
                 return
@@ -210,7 +197,7 @@ class Master:
             log.error(
                 "handler process %d %s; starting another in %.1fs",
                 proc.pid,
-                _how(proc.returncode),
+                exit_reason(proc.returncode),
                 wait,
             )
             self.backoff[slot] = min(BACKOFF_MAX, wait * 2)

@@ -3,7 +3,8 @@ request's `context.rest_uri` on a kept-alive connection of the calling thread, w
 request's deadline. The service's workers make this hop with the service's client; a handler
 process makes it itself, so a request crosses to it once (environments/remote.py).
 
-Standard library only: it runs under the user's interpreter.
+Standard library only, besides tfs_client's error messages: it runs under the user's
+interpreter.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-UNAVAILABLE = "The model server is unavailable"
-TIMED_OUT = "The model server did not answer within the request's time limit"
+from sagemaker_serving.tfs_client.errors import TOO_LATE, UNAVAILABLE
+
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
@@ -64,7 +65,7 @@ class ModelServerHop:
             except OSError as exc:
                 connections.pop(port).close()
                 if isinstance(exc, TimeoutError):
-                    raise ModelServerFailure(TIMED_OUT, 504) from None
+                    raise ModelServerFailure(TOO_LATE, 504) from None
                 if reused and isinstance(exc, _STALE):  # closed while idle: once more, anew
                     continue
                 raise ModelServerFailure(UNAVAILABLE, 503) from None

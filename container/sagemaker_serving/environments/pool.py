@@ -92,16 +92,19 @@ def read_status(directory: Path) -> dict | None:
         return None
 
 
-def wait_ready(directory: Path, deadline: float, alive: Callable[[], bool]) -> list[str]:
+def wait_ready(
+    directory: Path, deadline: float, alive: Callable[[], bool] | None = None
+) -> list[str]:
     """The handler functions, once every process imported the user's code. PoolError with
-    the import error, when the pool ended, or past `deadline` (time.monotonic())."""
+    the import error, when the pool ended (`alive`, by default `running`), or past `deadline`
+    (time.monotonic())."""
     while True:
         status = read_status(directory)
         if status is not None and status.get("ready"):
             return list(status.get("functions") or [])
         if status is not None and "error" in status:
             raise PoolError(str(status["error"]))
-        if not alive():
+        if not (alive() if alive is not None else running(directory)):
             raise PoolError("the handler processes ended during start-up (see the log)")
         if time.monotonic() > deadline:
             raise PoolTimeout("the handler processes were not ready in time")
@@ -125,7 +128,7 @@ def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> 
         starter.kill()
         starter.wait()
     try:
-        return wait_ready(spec.directory, deadline, lambda: running(spec.directory))
+        return wait_ready(spec.directory, deadline)
     except BaseException:
         stop(spec.directory, time.monotonic() + STOP_SECONDS)
         raise

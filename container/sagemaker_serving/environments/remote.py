@@ -19,13 +19,15 @@ import struct
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sagemaker_serving.environments import protocol
 from sagemaker_serving.environments.messages import context_fields
-from sagemaker_serving.environments.pool import member
+from sagemaker_serving.environments.pool import SOCKET_NAME, member, wait_ready
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.user_code.handler_api import Context
+from sagemaker_serving.user_code.loading import Handlers
 
 log = logging.getLogger(__name__)
 
@@ -223,3 +225,11 @@ class HandlerPool:
             return
         for _, writer in idle:
             loop.call_soon_threadsafe(writer.close)
+
+
+def pool_handlers(directory: Path, code: Path, size: int, deadline: float) -> Handlers:
+    """The handlers of `code` that the pool in `directory` runs, once it is ready (PoolError
+    as pool.wait_ready), with up to `size` connections from this worker."""
+    functions = tuple(wait_ready(directory, deadline))
+    remote = HandlerPool(str(directory / SOCKET_NAME), functions, size)
+    return Handlers(source=f"{code} (handler processes)", remote=remote)

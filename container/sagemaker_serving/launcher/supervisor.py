@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import IO
 
 import process_utils
-from sagemaker_serving.launcher.exit_reason import MemoryCgroup, exit_reason
+from process_utils.exit_reason import MemoryCgroup, exit_reason
 from sagemaker_serving.launcher.watchdog import Watchdog
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from pathlib import Path
 from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.environments.hidden import import_handlers
-from sagemaker_serving.environments.remote import HandlerPool
+from sagemaker_serving.environments.remote import pool_handlers
 from sagemaker_serving.multimodel.environments import ModelEnvironments
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry
@@ -130,18 +130,14 @@ class ModelCode:
     def _load(self, model: LoadedModel) -> Handlers:
         if build.has_user_code(model.code_dir):
             if model.handlers:
-                directory = Path(model.handlers)
-                status = handler_pool.read_status(directory) or {}
-                if not status.get("ready"):
+                try:  # ready since its load (or its revival): asked once, not waited for
+                    return pool_handlers(
+                        Path(model.handlers), model.code_dir, self.threads, time.monotonic()
+                    )
+                except handler_pool.PoolError:
                     raise MultiModelError(
                         f"The handler processes of model {model.name} are not ready", 503
-                    )
-                remote = HandlerPool(
-                    str(directory / handler_pool.SOCKET_NAME),
-                    tuple(status.get("functions") or ()),
-                    self.threads,
-                )
-                return Handlers(source=f"{model.code_dir} (handler processes)", remote=remote)
+                    ) from None
             return import_handlers(model.code_dir, f"inference_{model.internal_name}")
         return self.universal if self.universal is not None else Handlers()
 

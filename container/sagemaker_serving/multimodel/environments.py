@@ -28,11 +28,13 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
 
+from process_utils.files import locked
 from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
@@ -46,7 +48,6 @@ ENVIRONMENTS_DIR = "environments"
 ENVIRONMENT_FILE = "environment.json"
 ROOM_LOCK_SECONDS = 10.0  # the slots' lock is held only to count them
 STOP_SECONDS = 5.0
-LOCK_POLL_SECONDS = 0.05
 RECORD_GRACE_SECONDS = 60.0  # a pool no model lists is a leftover only once this much older
 # than a load can take (a load in progress has one too)
 
@@ -135,14 +136,11 @@ class ModelEnvironments:
             handler_pool.stop(Path(pool_dir), time.monotonic() + STOP_SECONDS)
             self._record_path(Path(pool_dir)).unlink(missing_ok=True)
 
-    def records(self) -> list[Path]:
-        return _records(self.state_dir)
-
     def leftovers(self, used: set[str]) -> list[str]:
         """Pools no loaded model uses (their models went with a model server's death), old
         enough not to be a load's in progress."""
         stale = []
-        for record in self.records():
+        for record in _records(self.state_dir):
             try:
                 doc = json.loads(record.read_text())
                 age = time.time() - record.stat().st_mtime
@@ -166,7 +164,7 @@ class ModelEnvironments:
         reserved.mkdir(parents=True, exist_ok=True)
         room = min(deadline, time.monotonic() + ROOM_LOCK_SECONDS)
         with self._locked(reserved, room, "Other loads held the count of environments"):
-            taken = {record.name for record in self.records()} | _held(reserved)
+            taken = {record.name for record in _records(self.state_dir)} | _held(reserved)
             if len(taken) >= self.max_count:
                 raise MultiModelError(
                     f"{len(taken)} models with an environment of their own are loaded or "
@@ -273,29 +271,17 @@ class ModelEnvironments:
                 shutil.rmtree(env_dir, ignore_errors=True)
                 log.info("removed the environment %s (not used lately)", env_dir)
 
-    @contextlib.contextmanager
     def _locked(
         self,
         env_dir: Path,
         deadline: float,
         busy: str = "Another load of the same code was still preparing it",
-    ) -> Iterator[None]:
+    ) -> AbstractContextManager[None]:
         """The environment's own lock (another load of the same code waits for it; 504 with
         `busy` past the deadline); also the slots' (`RESERVED_DIR`)."""
         env_dir.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(env_dir.with_name(env_dir.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise MultiModelError(busy, 504) from None
-                    time.sleep(LOCK_POLL_SECONDS)
-            yield
-        finally:
-            os.close(fd)
+        lock = env_dir.with_name(env_dir.name + ".lock")
+        return locked(lock, deadline, MultiModelError(busy, 504))
 
     def _record_path(self, directory: Path) -> Path:
         return self.state_dir / POOLS_DIR / directory.name
@@ -303,7 +289,7 @@ class ModelEnvironments:
     def _used(self) -> set[str]:
         """The environments running pools use."""
         used = set()
-        for record in self.records():
+        for record in _records(self.state_dir):
             with contextlib.suppress(OSError, ValueError):
                 used.add(json.loads(record.read_text()).get("environment"))
         return used

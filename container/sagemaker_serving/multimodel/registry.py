@@ -12,18 +12,18 @@ import fcntl
 import hashlib
 import json
 import os
-import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from process_utils import files
 from sagemaker_serving.config.model_discovery import Model
 from sagemaker_serving.multimodel.errors import MultiModelError, already_loaded
 
 LOCK_WAIT_SECONDS = 600.0
-LOCK_POLL_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -66,25 +66,10 @@ class Registry:
         self.generation_path = state_dir / "generation"
         self.loading_dir = state_dir / "loading"
 
-    @contextlib.contextmanager
-    def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
+    def locked(self, wait_seconds: float = LOCK_WAIT_SECONDS) -> AbstractContextManager[None]:
         """Hold the lock every change takes (503 when another holds it past `wait_seconds`)."""
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            deadline = time.monotonic() + wait_seconds
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise MultiModelError(
-                            "Another load or unload is still running; try again", 503
-                        ) from None
-                    time.sleep(LOCK_POLL_SECONDS)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+        busy = MultiModelError("Another load or unload is still running; try again", 503)
+        return files.locked(self.lock_path, time.monotonic() + wait_seconds, busy)
 
     @contextlib.contextmanager
     def loading(self, name: str) -> Iterator[None]:
@@ -119,7 +104,7 @@ class Registry:
     def invalidate(self) -> None:
         """Every model counts as unloaded from now on. Takes no lock, so it never waits; the
         next load or unload sends the model servers the list without the old models."""
-        _replace(self.generation_path, uuid.uuid4().hex)
+        files.replace_text(self.generation_path, uuid.uuid4().hex)
 
     def read(self) -> dict[str, LoadedModel]:
         return self.snapshot()[0]
@@ -151,10 +136,4 @@ class Registry:
             "written": uuid.uuid4().hex,
             "models": [asdict(m) for m in models.values()],
         }
-        _replace(self.path, json.dumps(doc))
-
-
-def _replace(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+        files.replace_text(self.path, json.dumps(doc))

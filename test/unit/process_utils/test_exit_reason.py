@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from sagemaker_serving.launcher.exit_reason import MemoryCgroup, exit_reason
+from process_utils.exit_reason import MemoryCgroup, exit_reason
 
 
 def cgroup_v1(root: Path, kills: int, limit: int) -> Path:
