@@ -21,6 +21,7 @@ from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
 from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, log_format
+from sagemaker_serving.tfs_client.errors import UNAVAILABLE
 
 TEMPLATE_NAME = "nginx.conf.j2"
 SCRIPT_NAME = "tfs.js"
@@ -90,7 +91,7 @@ def front_door_errors(settings: Settings) -> dict[str, ErrorAnswer]:
             "Bad Request: a byte outside printable ASCII in the request target (percent-encode it)",
         ),
         "405-get": (405, "Method Not Allowed: use GET /execution-parameters", "GET, HEAD"),
-        "model-server-down": (503, "The model server is unavailable"),
+        "model-server-down": (503, UNAVAILABLE),
         "model-server-timeout": (504, f"The model server did not answer within {timeout} s"),
         "starting": (503, "Starting: not ready yet"),
         "draining": (503, "Shutting down"),
