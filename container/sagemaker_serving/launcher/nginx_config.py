@@ -4,6 +4,7 @@ reads written beside it (`njs_tables`), and where nginx and its modules are."""
 from __future__ import annotations
 
 import json
+import re
 import select
 import shutil
 from collections.abc import Sequence
@@ -101,7 +102,24 @@ def front_door_errors(settings: Settings) -> dict[str, ErrorAnswer]:
 
 
 class NginxSetupError(StartupError):
-    """nginx or its njs module is missing, or the template is incomplete."""
+    """nginx or its njs module is missing, the template is incomplete, or a path cannot be
+    written into nginx.conf."""
+
+
+# in a quoted nginx string: ends it, escapes, starts a variable, or no path holds it
+_NOT_IN_NGINX_PATH = re.compile(r'["\\$\x00-\x1f\x7f]')
+
+
+def nginx_path(value: object) -> str:
+    """A path for inside the template's double quotes (a folder with a space in its name is
+    fine); NginxSetupError for one nginx would read otherwise."""
+    text = str(value)
+    if _NOT_IN_NGINX_PATH.search(text):
+        raise NginxSetupError(
+            f"the path {text!r} cannot go into nginx.conf: it holds a quote, a backslash, a $ "
+            "or a control character"
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -207,6 +225,7 @@ class NginxConf:
             keep_trailing_newline=True,
             autoescape=False,
         )
+        environment.filters["path"] = nginx_path
         text = environment.get_template(TEMPLATE_NAME).render(**self.values, draining=draining)
         write_private(self.path, text)
         return self.path

@@ -72,6 +72,25 @@ def test_nginx_accepts_the_rendered_config(tmp_path: Path, variant: str):
     assert "test is successful" in result.stderr
 
 
+def test_folders_with_spaces_in_their_names_are_fine(tmp_path: Path):
+    """A checkout and a run directory under "My Projects/" (every path the template names)."""
+    nginx_dir = tmp_path / "My Projects" / "nginx files"
+    shutil.copytree(NGINX_DIR, nginx_dir)
+    run_dir = tmp_path / "My Projects" / "run dir"
+    conf = conf_for(run_dir, Settings.from_env({}), True, nginx_dir)
+    conf.write()
+    result = nginx_test(conf)
+    assert result.returncode == 0, result.stderr
+    assert f'pid "{run_dir}/nginx.pid";' in conf.path.read_text()
+
+
+@pytest.mark.parametrize("name", ['say "hi"', "back\\slash", "$HOME", "new\nline"])
+def test_a_path_nginx_would_read_otherwise_is_refused(tmp_path: Path, name: str):
+    conf = conf_for(tmp_path / name, Settings.from_env({}), False, NGINX_DIR)
+    with pytest.raises(NginxSetupError, match=r"cannot go into nginx\.conf"):
+        conf.write()
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_nginx_rejects_an_njs_syntax_error(tmp_path: Path, variant: str):
     nginx_dir = tmp_path / "nginx"
