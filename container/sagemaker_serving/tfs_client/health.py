@@ -22,6 +22,7 @@ AVAILABLE = "AVAILABLE"
 # grows with every model an instance has seen (and nginx's probe would outgrow its buffer).
 INSTANCE_PROBE_MODEL = "sagemaker-serving-probe"
 INSTANCE_PROBE_PATH = f"/v1/models/{INSTANCE_PROBE_MODEL}"
+READ_CHUNK = 1 << 16
 
 
 def version_states(status: bytes | str) -> dict[int, str]:
@@ -45,13 +46,36 @@ def all_available(states: Mapping[int, str], versions: Collection[int] | None = 
     return bool(wanted) and all(states.get(version) == AVAILABLE for version in wanted)
 
 
-def fetch(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes]:
+def fetch(
+    conn: http.client.HTTPConnection, path: str, deadline: float | None = None
+) -> tuple[int, bytes]:
     """(status, body) of GET `path` on `conn` (closed after); OSError or HTTPException when
-    nothing answered (TimeoutError past the connection's timeout)."""
+    nothing answered, TimeoutError past the connection's timeout or, however slowly the answer
+    comes, once `deadline` (time.monotonic()) passes."""
     try:
         conn.request("GET", path)
+        if deadline is None:
+            reply = conn.getresponse()
+            return reply.status, reply.read()
+        sock = conn.sock  # the answer is read on it, even once `conn` lets it go
+
+        def left() -> None:
+            seconds = deadline - time.monotonic()
+            if seconds <= 0:
+                raise TimeoutError("the deadline passed before the whole answer came")
+            if sock is not None:
+                sock.settimeout(seconds)
+
+        left()
         reply = conn.getresponse()
-        return reply.status, reply.read()
+        body = bytearray()
+        while True:
+            left()
+            if not (chunk := reply.read1(READ_CHUNK)):
+                if reply.length:  # closed before the Content-Length it promised
+                    raise http.client.IncompleteRead(bytes(body), reply.length)
+                return reply.status, bytes(body)
+            body += chunk
     finally:
         conn.close()
 

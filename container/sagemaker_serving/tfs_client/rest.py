@@ -103,7 +103,7 @@ class RestClient:
             raise ModelServerTimeout(DEADLINE_PASSED)
         conn = http.client.HTTPConnection(HOST, self.ports[index], timeout=timeout)
         try:
-            return health.fetch(conn, path)
+            return health.fetch(conn, path, deadline)
         except TimeoutError as exc:
             raise ModelServerTimeout() from exc
         except (OSError, http.client.HTTPException) as exc:

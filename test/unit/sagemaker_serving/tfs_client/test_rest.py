@@ -211,6 +211,22 @@ def slow(loopback: Loopback) -> Route:
     return route
 
 
+def trickle(loopback: Loopback) -> Route:
+    """Headers at once, then a byte every 0.1 s for up to 30 s."""
+
+    def route(handler: http.server.BaseHTTPRequestHandler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "300")
+        handler.end_headers()
+        for _ in range(300):
+            if loopback.release.wait(0.1):
+                return
+            handler.wfile.write(b"x")
+            handler.wfile.flush()
+
+    return route
+
+
 def hang_up(handler: http.server.BaseHTTPRequestHandler) -> None:
     handler.close_connection = True  # reads the request, answers nothing
 
@@ -236,6 +252,7 @@ def loopback() -> Iterator[Loopback]:
                 "/big-chunked": chunked(BIG, 1 << 20),
                 "/closing": answer(b"{}", close=True),
                 "/slow": slow(server),
+                "/trickle": trickle(server),
                 "/hang-up": hang_up,
                 "/cut-short": cut_short,
                 "/v1/models/m/metadata": answer(METADATA),
@@ -366,6 +383,19 @@ def test_a_get_past_the_deadline_is_504(loopback):
     with pytest.raises(ModelServerTimeout) as info:
         client.get(0, "/slow", deadline(0.3))
     assert info.value.message == "The model server did not answer before the request deadline"
+
+
+def test_a_get_answered_a_byte_at_a_time_ends_at_its_deadline(loopback):
+    client = RestClient([loopback.port])
+    started = time.monotonic()
+    with pytest.raises(ModelServerTimeout):
+        client.get(0, "/trickle", deadline(0.5))
+    assert time.monotonic() - started < 10  # the answer alone takes 30 s
+
+
+@pytest.mark.parametrize("path", ["/big", "/big-chunked"])
+def test_a_get_reads_large_and_chunked_answers_whole(loopback, path):
+    assert RestClient([loopback.port]).get(0, path, deadline()) == (200, BIG)
 
 
 @pytest.mark.parametrize("path", ["/hang-up", "/cut-short"])
