@@ -54,7 +54,13 @@ def discover_models(model_dir: Path) -> list[Model]:
         problem = "is not a directory" if model_dir.exists() else "does not exist"
         raise ModelDiscoveryError(f"model directory {model_dir} {problem}")
     models: dict[str, Model] = {}
-    for directory, versions in _model_dirs(model_dir):
+    try:  # Python 3.11's os.walk recurses: a folder per level
+        found = list(_model_dirs(model_dir))
+    except RecursionError:
+        raise ModelDiscoveryError(
+            f"model directory {model_dir}: its folders nest too deep"
+        ) from None
+    for directory, versions in found:
         name = TOP_LEVEL_MODEL_NAME if directory == model_dir else directory.name
         model = Model(name, directory.resolve(), versions)
         if not MODEL_NAME_PATTERN.fullmatch(name):

@@ -47,8 +47,10 @@ class ModelServerHop:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         port = parts.port or 80
         connections = self._local.by_port
-        timeout = max(0.001, deadline - time.monotonic())
         while True:
+            timeout = deadline - time.monotonic()  # again for a retry: the time left
+            if timeout <= 0:
+                raise ModelServerFailure(TOO_LATE, 504)
             reused = port in connections
             if not reused:
                 connections[port] = http.client.HTTPConnection(

@@ -110,11 +110,14 @@ class MultiModelManager:
         with self.registry.loading(name):
             if name in self.current():
                 raise already_loaded(name)
-            found = find_model(base, internal_name(name))
-            if found is None:
-                log.warning("load of %s: no SavedModel version under %s", name, url)
-                raise no_base_path(url, name)
-            self._check_inside(base, url)  # the versions found under it included
+            try:  # Python 3.11's os.walk recurses: a folder per level
+                found = find_model(base, internal_name(name))
+                if found is None:
+                    log.warning("load of %s: no SavedModel version under %s", name, url)
+                    raise no_base_path(url, name)
+                self._check_inside(base, url)  # the versions found under it included
+            except RecursionError:
+                raise MultiModelError(f"url {url}: its folders nest too deep", 400) from None
             self._check_memory(name, found)
             model = LoadedModel(name, str(base), found.name, str(found.base_path), found.versions)
             if prepare is not None:

@@ -4,6 +4,7 @@ what the model client cached is dropped when the models change (a real model ser
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import replace
 from types import SimpleNamespace
@@ -113,6 +114,25 @@ def test_urls_stay_in_the_model_directory_and_hold_a_model(
         manager(tmp_path, model_root, client).load("m", url)
     assert (info.value.status, words in info.value.message) == (status, True), info.value
     assert client.reloads == []
+
+
+def test_a_url_nesting_folders_past_pythons_recursion_limit_is_a_400(tmp_path, model_root):
+    folders = [model_root / "deep"]
+    for _ in range(sys.getrecursionlimit() + 100):  # os.makedirs recurses too
+        folders.append(folders[-1] / "d")
+    try:
+        for folder in folders:
+            folder.mkdir()
+        with pytest.raises(MultiModelError) as info:
+            manager(tmp_path, model_root, FakeModelServers()).load("m", "deep")
+        assert (info.value.status, info.value.message) == (
+            400,
+            "url deep: its folders nest too deep",
+        )
+    finally:  # shutil.rmtree (pytest's clean-up) recurses as well
+        for folder in reversed(folders):
+            if folder.is_dir():
+                folder.rmdir()
 
 
 def test_load_and_unload_answer_in_the_aws_containers_words(tmp_path, model_root):
