@@ -10,7 +10,7 @@
 // errors included; the conformance table holds the CSV rows' answers equal to the service's
 // (formats/csv_rows.py, their rule's home). The tables it reads (routing rules, media types,
 // error messages) are written by serve from their Python homes into tfs_rules.js
-// (sagemaker_serving/launcher/njs_tables.py).
+// (sagemaker_serving/launcher/nginx_config.py).
 
 import RULES from 'tfs_rules.js';
 

@@ -8,18 +8,23 @@ a handler process, the service's in the service).
 
 from __future__ import annotations
 
-import functools
+import threading
 from typing import Any
 
 from sagemaker_serving.tfs_client.responses import as_response
 from sagemaker_serving.user_code.handler_api import Context
 
+_channels: dict[int, Any] = {}
+_channels_lock = threading.Lock()  # two threads asking at once make one channel
 
-@functools.cache
+
 def _grpc_channel(port: int) -> Any:
-    import grpc  # the user's to import, in the user's version
+    with _channels_lock:
+        if port not in _channels:
+            import grpc  # the user's to import, in the user's version
 
-    return grpc.insecure_channel(f"localhost:{port}")
+            _channels[port] = grpc.insecure_channel(f"localhost:{port}")
+        return _channels[port]
 
 
 class LazyChannel:

@@ -19,7 +19,7 @@ def decode_bytes(body: bytes, ctype: str, inputs: Mapping[str, InputSpec] | None
     if not body:
         raise PayloadError(f"Empty request body for {ctype}", 400)
     b64 = b'{"b64":"' + base64.b64encode(body) + b'"}'
-    if inputs is None or single_string_input(inputs):
+    if inputs is None or single_string_input(inputs) is not None:
         return ModelRequest(wrap("instances", b"[" + b64 + b"]"), 1)
     strings = string_inputs(inputs)
     if len(inputs) == 1 or len(strings) != 1:

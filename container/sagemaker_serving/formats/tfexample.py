@@ -70,7 +70,7 @@ def decode_tfexample(
     def b64(record: bytes) -> bytes:
         return b'{"b64":"' + base64.b64encode(record) + b'"}'
 
-    if not inputs or single_string_input(inputs):
+    if not inputs or single_string_input(inputs) is not None:
         return ModelRequest(wrap("instances", b"[" + b",".join(map(b64, records)) + b"]"), count)
     strings = string_inputs(inputs)
     serialized_input = strings[0] if len(strings) == 1 else None
