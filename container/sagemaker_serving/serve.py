@@ -25,7 +25,7 @@ from typing import IO
 
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
-from process_utils.exit_reason import exit_reason
+from process_utils.exit_reason import MemoryCgroup, exit_reason
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.model_discovery import (
     Model,
@@ -500,6 +500,7 @@ def run(args: argparse.Namespace) -> int:
         log.error("cannot start: %s", exc)
         return 2
     supervisor.children = stack.children
+    supervisor.memory = MemoryCgroup()  # an OOM kill during start-up (pip) is no child's
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:
