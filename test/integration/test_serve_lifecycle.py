@@ -144,7 +144,7 @@ def test_nothing_outlives_a_killed_serve(models, tmp_path, signum):
         conf = (server.run_dir / "nginx.conf").read_text()
         temporary = {
             Path(re.search(r'if \(!-f "([^"]+)"\)', conf).group(1)).parent,  # type: ignore[union-attr]
-            Path(re.search(r"server unix:(\S+) ", conf).group(1)).parent,  # type: ignore[union-attr]
+            Path(re.search(r'server "unix:([^"]+)" ', conf).group(1)).parent,  # type: ignore[union-attr]
         }
         assert all(d.is_dir() and d.parent == Path(tempfile.gettempdir()) for d in temporary)
         server.proc.send_signal(signum)
@@ -276,10 +276,13 @@ def _handler_processes(marker: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM], ids=["killed", "stopped"])
 @pytest.mark.parametrize("multi_model", [False, True], ids=["single-model", "multi-model"])
-def test_no_handler_process_outlives_a_killed_serve(tmp_path, multi_model):
+def test_no_handler_process_outlives_a_killed_serve(tmp_path, multi_model, signum):
     """Handler processes of their own (a code/lib module the service uses): serve's, and on a
-    multi-model endpoint those a load started, which are no children of serve's."""
+    multi-model endpoint those a load started, which are no children of serve's; neither
+    they nor the service's private folder (its socket, the ready file) are left behind,
+    whether serve is killed or stops."""
     import example_models as em
 
     root = tmp_path / "models"
@@ -299,9 +302,11 @@ def test_no_handler_process_outlives_a_killed_serve(tmp_path, multi_model):
         handlers = _handler_processes(str(model / "code"))
         assert len(handlers) >= 2, handlers  # the pool's master and its worker(s)
         folders = {Path(p.cmdline()[p.cmdline().index("--dir") + 1]) for p in handlers}
+        conf = (server.run_dir / "nginx.conf").read_text()
+        folders.add(Path(re.search(r'server "unix:([^"]+)" ', conf).group(1)).parent)  # type: ignore[union-attr]
         assert all(folder.is_dir() for folder in folders)
-        server.proc.send_signal(signal.SIGKILL)
-        server.proc.wait(10)
+        server.proc.send_signal(signum)
+        server.proc.wait(SAGEMAKER_KILL_SECONDS)
         alive, _ = _leftovers(handlers, [], 10.0)
         try:
             assert not alive, [(p.pid, p.cmdline()[:6]) for p in alive]
