@@ -140,11 +140,10 @@ class Watchdog:
     def remove_on_exit(self, directory: Path) -> None:
         """Remove this directory (serve's own, temporary) once serve is gone."""
         path = Path(os.path.abspath(directory))
-        if "\n" in str(path):
-            return
         with self._lock:
-            self._directories.append(path)
-            self._send([f"d{path}"])
+            self._directories.append(path)  # removed by stop() in any case
+            if "\n" not in str(path):  # the watchdog's lines cannot carry it
+                self._send([f"d{path}"])
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
