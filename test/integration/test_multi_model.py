@@ -498,7 +498,7 @@ def test_another_local_user_reaches_nothing_but_nginx(mme, model_root):
         assert mme.port in tcp and len(tcp) >= 5, tcp  # nginx, 2 x (gRPC, REST)
         assert unix and not udp, (unix, udp)
         conf = mme.run_dir / "nginx.conf"
-        fd = re.search(r"access_log /dev/fd/(\d+) sagemaker_counts", conf.read_text()).group(1)
+        fd = re.search(r'access_log "/dev/fd/(\d+)" sagemaker_counts', conf.read_text()).group(1)
         masters = [p for p in psutil.Process(mme.proc.pid).children() if p.name() == "nginx"]
         pipe = [f"/proc/{pid}/fd/{fd}" for pid in (mme.proc.pid, masters[0].pid)]
         doc = {

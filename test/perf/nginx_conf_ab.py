@@ -46,7 +46,7 @@ def _cut(conf: str, pattern: str, replacement: str = "") -> str:
     return changed
 
 
-COUNTS = r"access_log /dev/fd/\d+ sagemaker_counts;"  # serve's pipe: not another nginx's
+COUNTS = r'access_log "/dev/fd/\d+" sagemaker_counts;'  # serve's pipe: not another nginx's
 
 
 def as_serves(conf: str) -> str:
@@ -95,7 +95,7 @@ def variant_nginx(conf: str, run_dir: Path, work: Path, name: str) -> Iterator[s
     """nginx on `conf` moved to a free port (and a pid file of its own); yields its URL."""
     port = free_port()
     conf = _cut(conf, r"listen \S+", f"listen 127.0.0.1:{port}")
-    conf = _cut(conf, r"\npid \S+;", f"\npid {work / name}.pid;")
+    conf = _cut(conf, r'\npid "[^"]+";', f'\npid "{work / name}.pid";')
     path = work / f"{name}.conf"
     path.write_text(conf)
     command = [find_nginx().binary, "-e", "stderr", "-p", str(run_dir), "-c", str(path)]
