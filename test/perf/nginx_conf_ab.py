@@ -46,7 +46,7 @@ def _cut(conf: str, pattern: str, replacement: str = "") -> str:
     return changed
 
 
-COUNTS = r'access_log "/dev/fd/\d+" sagemaker_counts;'  # serve's pipe: not another nginx's
+COUNTS = r'access_log "/dev/fd/\d+" sagemaker_counts[^;]*;'  # serve's pipe: not another nginx's
 
 
 def as_serves(conf: str) -> str:
