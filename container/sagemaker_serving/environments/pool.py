@@ -51,9 +51,10 @@ class PoolSpec:
         return str(self.directory / SOCKET_NAME)
 
 
-def new_pool_dir() -> Path:
-    """A new 0700 folder for a pool's socket and status (short, under the temp folder)."""
-    return Path(tempfile.mkdtemp(prefix="sagemaker-handlers-"))
+def new_pool_dir(parent: Path | None = None) -> Path:
+    """A new 0700 folder for a pool's socket and status (short: under `parent`, else the temp
+    folder)."""
+    return Path(tempfile.mkdtemp(prefix="sagemaker-handlers-", dir=parent))
 
 
 def command(spec: PoolSpec, lifeline_fd: int | None, daemon: bool = False) -> list[str]:

@@ -125,7 +125,7 @@ class Watchdog:
                 os.close(read_fd)
             self._write_fd = write_fd
             self._send([f"+{pgid}" for pgid in self._groups])
-            self._send([f"d{path}" for path in self._directories])
+            self._send([f"d{path}" for path in self._directories if "\n" not in str(path)])
 
     def track(self, pgid: int) -> None:
         with self._lock:

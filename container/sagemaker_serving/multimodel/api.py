@@ -235,6 +235,7 @@ def add_routes(
         config.log_format,
         config.load_timeout_seconds,
         InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb),
+        Path(config.socket_path).parent if config.socket_path else None,
     )
     code = ModelCode(universal, environments, manager.registry, config.threads)
     app.add_route("/models", ModelsResource(manager, code))

@@ -65,6 +65,9 @@ class ModelEnvironments:
     log_format: str = "text"
     load_timeout_seconds: float = 300.0
     limits: build.InstallLimits = field(default_factory=build.InstallLimits)
+    # where pool folders are made: the service's private folder, which serve's watchdog
+    # removes once serve is gone however it ended (a pool's own clean-up races its SIGKILL)
+    pools_dir: Path | None = None
 
     def prepare(self, code_dir: Path, internal_name: str, deadline: float) -> tuple[str, str]:
         """The code's environment (made, or the one made before) and, when it needs them,
@@ -115,7 +118,7 @@ class ModelEnvironments:
         directory = Path(env_dir)
         with self._locked(directory, deadline):
             code_dir = _doc(directory).get("code_dir")
-            pool_dir = handler_pool.new_pool_dir()
+            pool_dir = handler_pool.new_pool_dir(self.pools_dir)
             try:
                 environment = _saved(directory)
                 if environment is None and code_dir:
@@ -176,7 +179,7 @@ class ModelEnvironments:
                 raise MultiModelError(
                     "Not enough memory to start the model's handler processes", 507
                 )
-            pool_dir = handler_pool.new_pool_dir()
+            pool_dir = handler_pool.new_pool_dir(self.pools_dir)
             slot = reserved / pool_dir.name
             fd = os.open(slot, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else holds it
