@@ -75,9 +75,7 @@ class ServiceMetrics:
     """
 
     def __init__(self) -> None:
-        self._models: set[str] = set()
-        self._label_of: dict[str, str] = {}  # model name -> its label, as decided
-        self._models_lock = threading.Lock()
+        self._models: set[str] = set()  # the model labels given so far
         registry = self.registry = CollectorRegistry()
         timing = functools.partial(Histogram, buckets=LATENCY_BUCKETS, registry=registry)
         self.requests = Counter(
@@ -98,24 +96,15 @@ class ServiceMetrics:
         self._flusher: threading.Thread | None = None
 
     def model_label(self, model: str) -> str:
-        known = self._label_of.get(model)
-        if known is not None:
-            return known
-        label = self._new_label(model)
-        if len(self._label_of) >= 4 * MAX_MODEL_LABELS:  # clients choose names: bounded
-            self._label_of.clear()
-        self._label_of[model] = label
-        return label
-
-    def _new_label(self, model: str) -> str:
+        """The model's label: its label_text while fewer than MAX_MODEL_LABELS were given,
+        else OTHER_MODELS (called by flush alone, under its lock)."""
         label = label_text(model)
-        with self._models_lock:
-            if label in self._models:
-                return label
-            if len(self._models) >= MAX_MODEL_LABELS:
-                return OTHER_MODELS
-            self._models.add(label)
+        if label in self._models:
             return label
+        if len(self._models) >= MAX_MODEL_LABELS:
+            return OTHER_MODELS
+        self._models.add(label)
+        return label
 
     def request(self, route: str, status: int, model: str, seconds: float) -> None:
         self._pending.append((_REQUEST, (route, status, model), seconds))
@@ -141,17 +130,16 @@ class ServiceMetrics:
             batch = [self._pending.popleft() for _ in range(len(self._pending))]
             if not batch:
                 return
-            counts: collections.Counter[tuple[str, str, str]] = collections.Counter()
+            counts: collections.Counter[tuple[str, int, str]] = collections.Counter()
             observed: dict[tuple[str, str | None], list[float]] = collections.defaultdict(list)
             for kind, key, value in batch:
                 if kind == _REQUEST:
-                    route, status, model = key
-                    counts[route, str(status), self.model_label(model)] += 1
-                    observed[_REQUEST, route].append(value)
+                    counts[key] += 1
+                    observed[_REQUEST, key[0]].append(value)
                 else:
                     observed[kind, key].append(value)
-            for labels, count in counts.items():
-                self.requests.labels(*labels).inc(count)
+            for (route, status, model), count in counts.items():  # a label per model, not request
+                self.requests.labels(route, str(status), self.model_label(model)).inc(count)
             for (kind, key), values in observed.items():
                 histogram = self._histograms[kind]
                 observe_all(histogram if key is None else histogram.labels(key), values)
