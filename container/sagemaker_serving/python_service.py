@@ -161,17 +161,14 @@ def guarded(app: Asgi) -> Asgi:
 
 
 class ServiceLogger(glogging.Logger):
-    """gunicorn's own lines through our handlers (log_setup), and no access lines: nginx
-    writes those."""
+    """gunicorn's own lines through our handlers (log_setup); no access lines (accesslog is
+    None: nginx writes those)."""
 
     def setup(self, cfg) -> None:
         super().setup(cfg)
         for logger in (self.error_log, self.access_log):
             logger.handlers.clear()
             logger.propagate = True
-
-    def access(self, resp, req, environ, request_time) -> None:
-        return
 
 
 class ServiceApplication(BaseApplication):
