@@ -112,19 +112,19 @@ class ModelCode:
 
     def handlers(self, model: LoadedModel) -> Handlers:
         key = (model.internal_name, model.url, model.handlers)
+        handlers = self._cache.get(key)  # one dict read (atomic): no lock once imported
+        if handlers is not None:
+            return handlers
         with self._lock:
-            if key in self._cache:
-                return self._cache[key]
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:  # one import per model at a time; other models go on
-            with self._lock:
-                if key in self._cache:
-                    return self._cache[key]
-            handlers = self._load(model)
-            with self._lock:
-                self._drop(model.internal_name)
-                self._cache[key] = handlers
-                self._locks[key] = lock
+            handlers = self._cache.get(key)
+            if handlers is None:
+                handlers = self._load(model)
+                with self._lock:
+                    self._drop(model.internal_name)
+                    self._cache[key] = handlers
+                    self._locks[key] = lock
             return handlers
 
     def _load(self, model: LoadedModel) -> Handlers:
