@@ -68,9 +68,7 @@ def import_error_message(path: Path, exc: BaseException) -> str:
     """`importing inference.py failed: <error> (inference.py, line N)`: the user's own line
     that raised, found in the traceback (or the SyntaxError's own position)."""
     position = ""
-    if isinstance(exc, SyntaxError):
-        pass  # its message names the file and line already
-    else:
+    if not isinstance(exc, SyntaxError):  # a SyntaxError's message names the file and line
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
         if frames:
             position = f" ({path.name}, line {frames[-1].lineno})"
