@@ -142,19 +142,12 @@ class ModelEnvironments:
     def leftovers(self, used: set[str]) -> list[str]:
         """Pools no loaded model uses (their models went with a model server's death), old
         enough not to be a load's in progress."""
-        stale = []
-        for record in _records(self.state_dir):
-            try:
-                doc = json.loads(record.read_text())
-                age = time.time() - record.stat().st_mtime
-            except (OSError, ValueError):
-                continue
-            if (
-                doc.get("pool") not in used
-                and age > self.load_timeout_seconds + RECORD_GRACE_SECONDS
-            ):
-                stale.append(str(doc.get("pool")))
-        return stale
+        oldest = time.time() - self.load_timeout_seconds - RECORD_GRACE_SECONDS
+        return [
+            doc["pool"]
+            for doc in _documents(self.state_dir)
+            if doc["pool"] not in used and doc["written"] < oldest
+        ]
 
     # ----- helpers --------------------------------------------------------------------------
 
@@ -291,11 +284,7 @@ class ModelEnvironments:
 
     def _used(self) -> set[str]:
         """The environments running pools use."""
-        used = set()
-        for record in _records(self.state_dir):
-            with contextlib.suppress(OSError, ValueError):
-                used.add(json.loads(record.read_text()).get("environment"))
-        return used
+        return {doc["environment"] for doc in _documents(self.state_dir)}
 
 
 def _records(state_dir: Path) -> list[Path]:
@@ -303,6 +292,16 @@ def _records(state_dir: Path) -> list[Path]:
     with contextlib.suppress(FileNotFoundError):
         return sorted((state_dir / POOLS_DIR).iterdir())
     return []
+
+
+def _documents(state_dir: Path) -> list[dict]:
+    """What the records say: each pool's folder (`pool`), its `environment`, and when the
+    record was `written` (one being written or removed meanwhile is left out)."""
+    documents = []
+    for record in _records(state_dir):
+        with contextlib.suppress(OSError, ValueError):
+            documents.append({**json.loads(record.read_text()), "written": record.stat().st_mtime})
+    return documents
 
 
 def _held(directory: Path) -> set[str]:
@@ -392,7 +391,6 @@ def _last_used(env_dir: Path) -> float:
 def stop_model_pools(state_dir: Path, budget_seconds: float) -> None:
     """serve, at shutdown: stop every handler pool a load started."""
     deadline = time.monotonic() + max(0.5, budget_seconds)
-    for record in _records(state_dir):
-        with contextlib.suppress(OSError, ValueError):
-            handler_pool.stop(Path(json.loads(record.read_text())["pool"]), deadline)
-        record.unlink(missing_ok=True)
+    for doc in _documents(state_dir):
+        handler_pool.stop(Path(doc["pool"]), deadline)
+    shutil.rmtree(state_dir / POOLS_DIR, ignore_errors=True)
