@@ -24,7 +24,6 @@ import orjson
 from falcon.asgi import Request, Response
 
 from sagemaker_serving.config.service_config import ServiceConfig
-from sagemaker_serving.environments.build import InstallLimits
 from sagemaker_serving.errors import brief
 from sagemaker_serving.multimodel.code import ModelCode
 from sagemaker_serving.multimodel.environments import ModelEnvironments
@@ -217,26 +216,13 @@ def add_routes(
 ) -> None:
     """The /models API on the service's app: the manager over the shared registry, each
     model's code (its environment, or `universal`: the universal code's handlers)."""
-    state_dir = Path(config.state_dir)
     manager = MultiModelManager(
-        Registry(state_dir),
+        Registry(Path(config.state_dir)),
         invocations.client,
         Path(config.model_root),
         config.load_timeout_seconds,
         config.memory_reserve_bytes,
     )
-    environments = ModelEnvironments(
-        state_dir,
-        Path(config.container_site),
-        config.handler_processes,
-        config.max_environments,
-        config.memory_reserve_bytes,
-        config.lifeline_fd,
-        config.log_format,
-        config.load_timeout_seconds,
-        InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb),
-        Path(config.socket_path).parent if config.socket_path else None,
-    )
-    code = ModelCode(universal, environments, manager.registry, config.threads)
+    code = ModelCode(universal, ModelEnvironments(config), manager.registry, config.threads)
     app.add_route("/models", ModelsResource(manager, code))
     app.add_sink(ModelSink(manager, code, invocations), prefix="/models/")

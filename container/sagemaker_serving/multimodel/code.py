@@ -93,7 +93,7 @@ class ModelCode:
                 return current
             why = "lost their socket to another process" if taken_over else "are gone"
             log.error("the handler processes of model %s %s: starting them again", model.name, why)
-            deadline = time.monotonic() + self.environments.load_timeout_seconds
+            deadline = time.monotonic() + self.environments.config.load_timeout_seconds
             pool_dir = self.environments.restart(
                 current.environment, current.internal_name, deadline
             )

@@ -29,12 +29,13 @@ import shutil
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import psutil
 
 from process_utils.files import locked
+from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
@@ -52,22 +53,17 @@ RECORD_GRACE_SECONDS = 60.0  # a pool no model lists is a leftover only once thi
 # than a load can take (a load in progress has one too)
 
 
-@dataclass
 class ModelEnvironments:
-    """Environments and handler pools of the models that need their own."""
+    """Environments and handler pools of the models that need their own, as `config` bounds
+    them (SAGEMAKER_MME_MAX_ENVIRONMENTS, processes per pool, pip's bounds, ...)."""
 
-    state_dir: Path
-    site: Path
-    processes: int
-    max_count: int
-    memory_reserve_bytes: int
-    lifeline_fd: int | None
-    log_format: str = "text"
-    load_timeout_seconds: float = 300.0
-    limits: build.InstallLimits = field(default_factory=build.InstallLimits)
-    # where pool folders are made: the service's private folder, which serve's watchdog
-    # removes once serve is gone however it ended (a pool's own clean-up races its SIGKILL)
-    pools_dir: Path | None = None
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.state_dir = Path(config.state_dir)
+        self.limits = build.InstallLimits(config.pip_max_memory_mb, config.environment_max_disk_mb)
+        # pool folders go in the service's private folder, which serve's watchdog removes
+        # once serve is gone however it ended (a pool's own clean-up races its SIGKILL)
+        self.pools_dir = Path(config.socket_path).parent if config.socket_path else None
 
     def prepare(self, code_dir: Path, internal_name: str, deadline: float) -> tuple[str, str]:
         """The code's environment (made, or the one made before) and, when it needs them,
@@ -142,7 +138,7 @@ class ModelEnvironments:
     def leftovers(self, used: set[str]) -> list[str]:
         """Pools no loaded model uses (their models went with a model server's death), old
         enough not to be a load's in progress."""
-        oldest = time.time() - self.load_timeout_seconds - RECORD_GRACE_SECONDS
+        oldest = time.time() - self.config.load_timeout_seconds - RECORD_GRACE_SECONDS
         return [
             doc["pool"]
             for doc in _documents(self.state_dir)
@@ -161,14 +157,14 @@ class ModelEnvironments:
         room = min(deadline, time.monotonic() + ROOM_LOCK_SECONDS)
         with self._locked(reserved, room, "Other loads held the count of environments"):
             taken = {record.name for record in _records(self.state_dir)} | _held(reserved)
-            if len(taken) >= self.max_count:
+            if len(taken) >= self.config.max_environments:
                 raise MultiModelError(
                     f"{len(taken)} models with an environment of their own are loaded or "
                     f"loading, the most allowed (SAGEMAKER_MME_MAX_ENVIRONMENTS="
-                    f"{self.max_count}): unload one first",
+                    f"{self.config.max_environments}): unload one first",
                     507,
                 )
-            if psutil.virtual_memory().available < self.memory_reserve_bytes:
+            if psutil.virtual_memory().available < self.config.memory_reserve_bytes:
                 raise MultiModelError(
                     "Not enough memory to start the model's handler processes", 507
                 )
@@ -198,7 +194,7 @@ class ModelEnvironments:
             environment = build.prepare(
                 code_dir,
                 env_dir,
-                self.site,
+                Path(self.config.container_site),
                 max(1.0, deadline - time.monotonic()),
                 True,
                 self.limits,
@@ -232,15 +228,15 @@ class ModelEnvironments:
             environment.code_dir,
             environment.paths,
             module=f"inference_{internal_name}",
-            processes=self.processes,
-            log_format=self.log_format,
+            processes=self.config.handler_processes,
+            log_format=self.config.log_format,
         )
         record = self._record_path(directory)
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"pool": str(directory), "environment": str(env_dir)}))
         started = time.monotonic()
         try:
-            handler_pool.start_detached(spec, self.lifeline_fd, deadline)
+            handler_pool.start_detached(spec, self.config.lifeline_fd, deadline)
         except handler_pool.PoolError as exc:
             record.unlink(missing_ok=True)
             status = 504 if isinstance(exc, handler_pool.PoolTimeout) else 400
@@ -262,7 +258,7 @@ class ModelEnvironments:
             if d.is_dir() and str(d) not in used
         ]
         unused.sort(key=_last_used, reverse=True)
-        for env_dir in unused[self.max_count :]:
+        for env_dir in unused[self.config.max_environments :]:
             with contextlib.suppress(MultiModelError), self._locked(env_dir, time.monotonic()):
                 shutil.rmtree(env_dir, ignore_errors=True)
                 log.info("removed the environment %s (not used lately)", env_dir)

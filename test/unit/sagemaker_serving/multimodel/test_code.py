@@ -9,11 +9,13 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from conftest import tiny_wheel
+from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import hidden as user_imports
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.environments.build import container_site
@@ -72,7 +74,10 @@ def site(tmp_path_factory):
 def model_code(tmp_path, site, universal_handlers=None, max_count=8) -> ModelCode:
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
-    environments = ModelEnvironments(state, site, 1, max_count, 0, None, "text", 30.0)
+    config = ServiceConfig("", "", [], [], 30.0, state_dir=str(state), load_timeout_seconds=30.0)
+    environments = ModelEnvironments(
+        replace(config, container_site=str(site), max_environments=max_count)
+    )
     return ModelCode(universal_handlers, environments, Registry(state), 4)
 
 
