@@ -93,7 +93,7 @@ class ServiceMetrics:
         }
         self._pending: collections.deque[tuple[str, Any, float]] = collections.deque()
         self._flush_lock = threading.Lock()
-        self._flusher: threading.Thread | None = None
+        threading.Thread(target=self._flush_forever, name="metrics-flush", daemon=True).start()
 
     def model_label(self, model: str) -> str:
         """The model's label: its label_text while fewer than MAX_MODEL_LABELS were given,
@@ -108,7 +108,6 @@ class ServiceMetrics:
 
     def request(self, route: str, status: int, model: str, seconds: float) -> None:
         self._pending.append((_REQUEST, (route, status, model), seconds))
-        self._start_flusher()
 
     def stage(self, name: str) -> Stage:
         """A context manager timing one stage of a request (`with metrics.stage(...):`)."""
@@ -116,12 +115,10 @@ class ServiceMetrics:
 
     def stage_took(self, name: str, seconds: float) -> None:
         self._pending.append((_STAGE, name, seconds))
-        self._start_flusher()
 
     def records(self, count: int | None) -> None:
         if count:
             self._pending.append((_RECORDS, None, count))
-            self._start_flusher()
 
     def flush(self) -> None:
         """Move every queued figure into the Prometheus values (in this process), added up
@@ -143,16 +140,6 @@ class ServiceMetrics:
             for (kind, key), values in observed.items():
                 histogram = self._histograms[kind]
                 observe_all(histogram if key is None else histogram.labels(key), values)
-
-    def _start_flusher(self) -> None:
-        if self._flusher is not None:
-            return
-        with self._flush_lock:
-            if self._flusher is None:
-                self._flusher = threading.Thread(
-                    target=self._flush_forever, name="metrics-flush", daemon=True
-                )
-                self._flusher.start()
 
     def _flush_forever(self) -> None:
         while True:
