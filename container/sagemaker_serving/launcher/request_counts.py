@@ -34,9 +34,8 @@ COUNTS_FLUSH_SECONDS = 0.5  # nginx's longest wait before it writes the lines it
 PIPE_BYTES = 1 << 20  # asked for (F_SETPIPE_SZ): seconds of lines at thousands of requests/s
 
 
-def log_format() -> str:
-    """The line nginx writes for each request (nginx.conf.j2's log_format)."""
-    return "$status $request_time $request_uri $http_" + HEADER.lower().replace("-", "_")
+# the line nginx writes for each request (nginx.conf.j2's log_format)
+COUNTS_LOG_FORMAT = "$status $request_time $request_uri $http_" + HEADER.lower().replace("-", "_")
 
 
 def counted(line: bytes, default_model: str) -> tuple[str, int, str, float] | None:
