@@ -56,7 +56,6 @@ class SettingsError(StartupError):
 
     def __init__(self, variable: str, problem: str) -> None:
         super().__init__(f"{variable}: {problem}")
-        self.variable = variable
 
 
 # How a variable's text becomes its value: a parser returns the value (None for text that counts
