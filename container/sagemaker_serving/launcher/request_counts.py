@@ -94,9 +94,8 @@ class RequestCounts:
         """The path nginx writes its lines to (its inherited end of the pipe)."""
         return f"/dev/fd/{self.write_fd}"
 
-    def start(self) -> RequestCounts:
+    def start(self) -> None:
         self._thread.start()
-        return self
 
     def _count(self) -> None:
         pending = b""
@@ -110,9 +109,7 @@ class RequestCounts:
 
     def stop(self) -> None:
         """After nginx stopped (nobody else writes any more): what is left counted."""
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.write_fd)
-        except OSError:
-            pass
         self._thread.join(5)
         self.metrics.flush()
