@@ -25,7 +25,7 @@ from typing import IO
 
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
-from process_utils.exit_reason import MemoryCgroup, exit_reason
+from process_utils.exit_reason import exit_reason
 from sagemaker_serving.config import log_setup
 from sagemaker_serving.config.model_discovery import (
     Model,
@@ -479,8 +479,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         log.error("cannot start: the watchdog: %s", exc)
         return 2
-    supervisor = Supervisor([], watchdog=watchdog)
-    supervisor.reap_orphans = supervisor.reap_orphans or subreaper
     # until the supervisor takes them: a stop while pip runs kills pip (environments/build)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_during_startup)
@@ -490,6 +488,10 @@ def run(args: argparse.Namespace) -> int:
         if args.model_dir is None:
             args.model_dir = MULTI_MODEL_DIR if settings.multi_model else DEFAULT_MODEL_DIR
         stack = build_stack(args, settings, watchdog)
+        # made now: its OOM-kill baseline is past start-up's (a pip install's kill is no child's)
+        supervisor = Supervisor(
+            stack.children, watchdog=watchdog, reap_orphans=subreaper or os.getpid() == 1
+        )
         supervisor.install_signal_handlers()
     except StopDuringStartup as exc:
         watchdog.stop()  # and with it the directories start-up made
@@ -499,8 +501,6 @@ def run(args: argparse.Namespace) -> int:
         watchdog.stop()
         log.error("cannot start: %s", exc)
         return 2
-    supervisor.children = stack.children
-    supervisor.memory = MemoryCgroup()  # an OOM kill during start-up (pip) is no child's
     if settings.multi_model:
         supervisor.on_death = forget_models_on_crash(stack)
     try:

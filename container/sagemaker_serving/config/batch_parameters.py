@@ -1,7 +1,7 @@
 """SageMaker Batch Transform's parameters as a job and the container name them: BatchStrategy
 and MaxPayloadInMB (MaxConcurrentTransforms has no rule of its own beyond the total below).
 
-The one home of these rules for the container (settings.py, env_values.py) and the
+The one home of these rules for the container (settings.py) and the
 local Batch Transform runner (tfs_batch_transform, which imports this leaf; it imports nothing).
 """
 

@@ -130,9 +130,8 @@ def _ended(text: str) -> str:
 
 
 def configure(level: str, log_format: str) -> None:
-    """Everything to stderr in `log_format`, gunicorn's loggers through the same handler."""
-    if log_format not in LOG_FORMATS:
-        raise ValueError(f"log format {log_format!r}: expected one of {', '.join(LOG_FORMATS)}")
+    """Everything to stderr in `log_format` (one of LOG_FORMATS, as every caller's settings or
+    arguments checked), gunicorn's loggers through the same handler."""
     formatter: dict[str, Any] = (
         {"()": f"{__name__}.JsonFormatter"} if log_format == "json" else {"format": TEXT_FORMAT}
     )

@@ -92,9 +92,8 @@ def find_model(url: Path, name: str) -> Model | None:
 
 
 def default_model(models: Sequence[Model], requested: str | None) -> Model:
-    """The model named `requested`, or else the first by name."""
-    if not models:
-        raise ModelDiscoveryError("there are no models")
+    """The model named `requested`, or else the first by name (of discover_models' list:
+    never empty)."""
     if requested is None:
         return min(models, key=lambda m: m.name)
     for model in models:

@@ -55,9 +55,8 @@ def model_server_command(
     monitoring_config_path: Path | None,
     gpu_memory_fraction: float | None,
 ) -> list[str]:
-    """argv of one model server instance; batching_path must be given iff batching is enabled."""
-    if settings.enable_batching != (batching_path is not None):
-        raise ValueError("batching_path must be given exactly when batching is enabled")
+    """argv of one model server instance (`batching_path`: the batching parameters, when
+    SAGEMAKER_TFS_ENABLE_BATCHING is on)."""
     argv = [
         executable,
         f"--port={grpc_port}",

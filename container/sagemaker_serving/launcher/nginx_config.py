@@ -21,7 +21,7 @@ from sagemaker_serving.config.access import nginx_user, write_private
 from sagemaker_serving.config.body_formats import ERROR_KEY, JSON_ANSWER_BREAKS
 from sagemaker_serving.config.settings import Settings
 from sagemaker_serving.errors import StartupError
-from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, log_format
+from sagemaker_serving.launcher.request_counts import COUNTS_FLUSH_SECONDS, COUNTS_LOG_FORMAT
 from sagemaker_serving.tfs_client.errors import UNAVAILABLE
 
 TEMPLATE_NAME = "nginx.conf.j2"
@@ -267,14 +267,14 @@ def nginx_conf(
         "user": nginx_user(),
         "worker_processes": settings.nginx_worker_processes,
         "run_dir": run_dir,
+        "tables_dir": run_dir,  # beside nginx.conf (NginxConf.write)
         "shutdown_grace": shutdown_grace,
         "log_level": settings.nginx_log_level,
         "nginx_dir": layout.nginx_dir,
-        "tables_dir": run_dir,  # beside nginx.conf (NginxConf.write)
         "temp_dir": temp_dir,
         "access_log_format": "sagemaker_json" if settings.log_format == "json" else "sagemaker",
         "log_ping": settings.log_ping,
-        "counts_format": log_format(),
+        "counts_format": COUNTS_LOG_FORMAT,
         "counts_path": counts_path,
         "counts_buffer": select.PIPE_BUF,
         "counts_flush": f"{round(COUNTS_FLUSH_SECONDS * 1000)}ms",

@@ -34,9 +34,8 @@ COUNTS_FLUSH_SECONDS = 0.5  # nginx's longest wait before it writes the lines it
 PIPE_BYTES = 1 << 20  # asked for (F_SETPIPE_SZ): seconds of lines at thousands of requests/s
 
 
-def log_format() -> str:
-    """The line nginx writes for each request (nginx.conf.j2's log_format)."""
-    return "$status $request_time $request_uri $http_" + HEADER.lower().replace("-", "_")
+# the line nginx writes for each request (nginx.conf.j2's log_format)
+COUNTS_LOG_FORMAT = "$status $request_time $request_uri $http_" + HEADER.lower().replace("-", "_")
 
 
 def counted(line: bytes, default_model: str) -> tuple[str, int, str, float] | None:
@@ -95,9 +94,8 @@ class RequestCounts:
         """The path nginx writes its lines to (its inherited end of the pipe)."""
         return f"/dev/fd/{self.write_fd}"
 
-    def start(self) -> RequestCounts:
+    def start(self) -> None:
         self._thread.start()
-        return self
 
     def _count(self) -> None:
         pending = b""
@@ -111,9 +109,7 @@ class RequestCounts:
 
     def stop(self) -> None:
         """After nginx stopped (nobody else writes any more): what is left counted."""
-        try:
+        with contextlib.suppress(OSError):
             os.close(self.write_fd)
-        except OSError:
-            pass
         self._thread.join(5)
         self.metrics.flush()

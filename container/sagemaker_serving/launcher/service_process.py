@@ -84,8 +84,9 @@ def service_process(
         environment = prepare(
             code_dir, run_dir / "environment", site, settings.wait_time_seconds, False, limits
         )
-        python_paths = list(environment.paths)
-        if environment.python is not None:
+        if environment.python is None:  # the handlers run in the service's workers
+            python_paths = list(environment.paths)
+        else:
             pool_dir = handler_pool.new_pool_dir()
             spec = handler_pool.PoolSpec(
                 pool_dir,
@@ -101,7 +102,6 @@ def service_process(
                 handler_pool.environment(env),
                 pass_fds=(lifeline,),
             )
-            python_paths = []
             log.info(
                 "handlers run in %d process(es) of their own (%s): %s",
                 settings.handler_processes,

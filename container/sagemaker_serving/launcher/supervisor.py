@@ -191,14 +191,16 @@ class Supervisor:
         children: Sequence[Child],
         poll_interval: float = 0.2,
         watchdog: Watchdog | None = None,
+        reap_orphans: bool = False,
     ) -> None:
+        """`reap_orphans`: orphans become ours (serve is PID 1 or a subreaper): reap them."""
         self.children = list(children)
         self.poll_interval = poll_interval
         self.watchdog = watchdog
         self._stop = threading.Event()
         self.stop_requested_at: float | None = None  # time.monotonic() of the first request
         self.on_death: Callable[[Child], None] | None = None  # before its restart is due
-        self.reap_orphans = os.getpid() == 1  # in a container, orphans become serve's
+        self.reap_orphans = reap_orphans
         self.memory = MemoryCgroup()  # names OOM kills in the death log
 
     def request_stop(self, *_: object) -> None:

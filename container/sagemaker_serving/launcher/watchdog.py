@@ -125,7 +125,7 @@ class Watchdog:
                 os.close(read_fd)
             self._write_fd = write_fd
             self._send([f"+{pgid}" for pgid in self._groups])
-            self._send([f"d{path}" for path in self._directories if "\n" not in str(path)])
+            self._send([f"d{path}" for path in self._directories])
 
     def track(self, pgid: int) -> None:
         with self._lock:
@@ -142,8 +142,7 @@ class Watchdog:
         path = Path(os.path.abspath(directory))
         with self._lock:
             self._directories.append(path)  # removed by stop() in any case
-            if "\n" not in str(path):  # the watchdog's lines cannot carry it
-                self._send([f"d{path}"])
+            self._send([f"d{path}"])
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -163,9 +162,10 @@ class Watchdog:
             shutil.rmtree(path, ignore_errors=True)
 
     def _send(self, lines: list[str]) -> None:
-        if self._write_fd is None or not lines:
+        # a line holding a newline (a directory's path) cannot be sent: stop() removes it
+        data = "".join(f"{line}\n" for line in lines if "\n" not in line).encode()
+        if self._write_fd is None or not data:
             return
-        data = "".join(f"{line}\n" for line in lines).encode()
         try:
             os.write(self._write_fd, data)  # short lines: atomic below PIPE_BUF
         except BrokenPipeError:

@@ -8,8 +8,6 @@ import logging
 import subprocess
 import sys
 
-import pytest
-
 from sagemaker_serving.config import log_setup
 
 
@@ -67,11 +65,6 @@ def test_it_imports_only_the_standard_library_as_the_handler_processes_need():
     imported = {name.split(".")[0] for name in result.stdout.split()}
     foreign = imported - set(sys.stdlib_module_names) - {"sagemaker_serving"}
     assert imported and not foreign, foreign
-
-
-def test_unknown_format_is_refused():
-    with pytest.raises(ValueError, match="xml"):
-        log_setup.configure("INFO", "xml")
 
 
 def test_child_output_is_wrapped_unless_already_json(capsys):

@@ -248,8 +248,3 @@ def test_default_model_requested():
 def test_default_model_requested_missing_lists_available():
     with pytest.raises(ModelDiscoveryError, match=r"'c' not found; available: a, b"):
         default_model([M_B, M_A], "c")
-
-
-def test_default_model_of_nothing():
-    with pytest.raises(ModelDiscoveryError):
-        default_model([], None)

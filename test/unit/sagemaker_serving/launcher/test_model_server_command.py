@@ -259,13 +259,6 @@ def test_with_gpus_each_instance_gets_its_device():
     assert env == {"CUDA_VISIBLE_DEVICES": "1"}
 
 
-def test_batching_path_must_match_settings():
-    with pytest.raises(ValueError, match="batching"):
-        command(settings(SAGEMAKER_TFS_ENABLE_BATCHING="true"))
-    with pytest.raises(ValueError, match="batching"):
-        command(settings(), batching_path=Path("/run/batching.cfg"))
-
-
 def test_our_server_accepts_the_command(tmp_path):
     from tfs_model_server.cli import flags
 

@@ -1,10 +1,10 @@
-"""sagemaker_serving.config.env_values: each kind of variable text, accepted and refused."""
+"""sagemaker_serving.config.settings' parsers: each kind of variable text, accepted and refused."""
 
 from __future__ import annotations
 
 import pytest
 
-from sagemaker_serving.config import env_values as ev
+from sagemaker_serving.config import settings as ev
 
 STRATEGIES = ("MULTI_RECORD", "SINGLE_RECORD")
 
