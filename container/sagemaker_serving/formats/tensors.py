@@ -99,7 +99,8 @@ def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest 
     if spec.dtype == "DT_STRING":
         if array.dtype.kind not in "SU":
             return None
-        return TensorRequest({name: _strings([_utf8(item) for item in array.flat])}, len(array))
+        strings = array if array.dtype.kind == "S" else np.char.encode(array, "utf-8")
+        return TensorRequest({name: strings}, len(array))
     if not _numbers_fit(array.dtype, spec):
         return None
     return TensorRequest({name: array}, len(array))
@@ -175,10 +176,6 @@ async def cast_values(chunks: AsyncIterator[bytes], source: np.dtype) -> AsyncIt
         whole = len(data) - len(data) % source.itemsize
         rest = data[whole:]
         yield np.frombuffer(data, source, whole // source.itemsize).astype("<f4").tobytes()
-
-
-def _utf8(item: Any) -> bytes:
-    return item.encode() if isinstance(item, str) else bytes(item)
 
 
 __all__ = [
