@@ -22,7 +22,7 @@ def decode_bytes(body: bytes, ctype: str, inputs: Mapping[str, InputSpec] | None
     if inputs is None or single_string_input(inputs) is not None:
         return ModelRequest(wrap("instances", b"[" + b64 + b"]"), 1)
     strings = string_inputs(inputs)
-    if len(strings) == 1 and len(inputs) > 1:
+    if len(strings) == 1:  # one of several inputs
         return ModelRequest(wrap("instances", b"[{" + json_key(strings[0]) + b":" + b64 + b"}]"), 1)
     described = ", ".join(f"{name} ({spec.dtype})" for name, spec in inputs.items()) or "none"
     problem = (
