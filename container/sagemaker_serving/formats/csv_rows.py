@@ -10,7 +10,6 @@ import csv
 import io
 import math
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from sagemaker_serving.config.body_formats import UTF8_CHARSETS
@@ -33,22 +32,6 @@ _CSV_FIELD = re.compile(r'"(?:[^"]+|"")*"?[^,]*|[^,]*')
 # A field may be as long as the body (whose size nginx limits); the csv module's default
 # limit (128 KiB) would refuse a long text or a base64 image.
 csv.field_size_limit(2**62)
-
-
-class _LineTap:
-    """Line iterator for csv.reader that remembers the raw text of the record being read."""
-
-    def __init__(self, text: str) -> None:
-        self._lines = iter(io.StringIO(text, newline=""))
-        self.raw: list[str] = []
-
-    def __iter__(self) -> Iterator[str]:
-        return self
-
-    def __next__(self) -> str:
-        line = next(self._lines)
-        self.raw.append(line)
-        return line
 
 
 def _quoted_fields(raw: str) -> list[bool]:
@@ -89,8 +72,8 @@ def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelReq
         raise PayloadError(f"Unsupported Media Type: text/csv; charset={charset}", 415) from None
     except UnicodeDecodeError as err:
         raise PayloadError(f"Malformed CSV: not valid {charset}: {err}", 400) from None
-    tap = _LineTap(text)
-    reader = csv.reader(tap, strict=False)
+    lines = io.StringIO(text, newline="").readlines()  # as csv.reader reads them
+    reader = csv.reader(lines, strict=False)
     rows: list[Any] = []
     nonfinite = False
     width = None
@@ -98,8 +81,7 @@ def decode_csv(body: bytes, charset: str, header: bool, method: str) -> ModelReq
     try:
         for fields in reader:
             line, start = start, reader.line_num + 1
-            raw = "".join(tap.raw)
-            tap.raw.clear()
+            raw = "".join(lines[line - 1 : reader.line_num])  # the record's own text
             if not fields:
                 continue
             if header:

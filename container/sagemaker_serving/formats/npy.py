@@ -37,26 +37,25 @@ def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequ
             arrays = {name: loaded[name] for name in loaded.files}
         if not arrays:
             raise PayloadError("application/x-npy: the .npz archive holds no arrays", 400)
-        columns = b",".join(json_key(name) + b":" + _array_json(a) for name, a in arrays.items())
         sizes = {len(a) if a.ndim else 1 for a in arrays.values()}
-        return ModelRequest(
-            wrap("inputs", b"{" + columns + b"}"), sizes.pop() if len(sizes) == 1 else None
-        )
+        return ModelRequest(_columns(arrays), sizes.pop() if len(sizes) == 1 else None)
     array = loaded
     records = len(array) if array.ndim else 1
     if array.dtype.names:  # structured array: one column per field name
-        columns = b",".join(
-            json_key(name) + b":" + _array_json(np.ascontiguousarray(array[name]))
-            for name in array.dtype.names
-        )
-        return ModelRequest(wrap("inputs", b"{" + columns + b"}"), records)
-    encoded = _array_json(array)
+        fields = {name: np.ascontiguousarray(array[name]) for name in array.dtype.names}
+        return ModelRequest(_columns(fields), records)
     if inputs is None or len(inputs) <= 1:
+        encoded = _array_json(array)
         return ModelRequest(
             wrap("instances", encoded if array.ndim else b"[" + encoded + b"]"), records
         )
-    name = npy_target(array, inputs)
-    return ModelRequest(wrap("inputs", b"{" + json_key(name) + b":" + encoded + b"}"), records)
+    return ModelRequest(_columns({npy_target(array, inputs): array}), records)
+
+
+def _columns(arrays: Mapping[str, Any]) -> bytes:
+    """`{"inputs": {name: array, ...}}`: the columnar request of named arrays."""
+    columns = b",".join(json_key(name) + b":" + _array_json(a) for name, a in arrays.items())
+    return wrap("inputs", b"{" + columns + b"}")
 
 
 def npy_array(body: bytes) -> Any:

@@ -22,21 +22,16 @@ def decode_bytes(body: bytes, ctype: str, inputs: Mapping[str, InputSpec] | None
     if inputs is None or single_string_input(inputs) is not None:
         return ModelRequest(wrap("instances", b"[" + b64 + b"]"), 1)
     strings = string_inputs(inputs)
-    if len(inputs) == 1 or len(strings) != 1:
-        raise _no_bytes_input(ctype, inputs)
-    return ModelRequest(wrap("instances", b"[{" + json_key(strings[0]) + b":" + b64 + b"}]"), 1)
-
-
-def _no_bytes_input(ctype: str, inputs: Mapping[str, InputSpec]) -> PayloadError:
+    if len(strings) == 1:  # one of several inputs
+        return ModelRequest(wrap("instances", b"[{" + json_key(strings[0]) + b":" + b64 + b"}]"), 1)
     described = ", ".join(f"{name} ({spec.dtype})" for name, spec in inputs.items()) or "none"
-    strings = string_inputs(inputs)
     problem = (
         "has no DT_STRING input to take the raw bytes"
         if not strings
         else f"has several DT_STRING inputs ({', '.join(strings)}), so which one takes the bytes "
         "is ambiguous"
     )
-    return PayloadError(
+    raise PayloadError(
         f"Unsupported Media Type: {ctype}: the model's signature {problem} (inputs: {described}). "
         "Send JSON, or add a code/inference.py that converts the payload.",
         415,

@@ -49,40 +49,24 @@ def tensor_request(
     if method != "predict" or not body or not _row_format_possible(outputs):
         return None
     with client_bytes(media):
-        if media in BYTES_TYPES:
-            return _bytes_request(body, inputs)
         if media == NPY:
             return _npy_request(body, inputs)
-        if media in TFEXAMPLE_TYPES:
-            return _examples_request(body, inputs)
-    return None
+        name = single_string_input(inputs)
+        if name is None:  # the REST path: it explains which input is missing or ambiguous,
+            return None  # or maps an Example's features to inputs by name
+        if media in BYTES_TYPES:
+            records = [body]
+        elif media in TFEXAMPLE_TYPES:
+            records = split_tfrecords(body) or [body]
+            parse_examples(records)  # refused as on the REST path, before the model sees it
+        else:
+            return None
+    return TensorRequest({name: np.array(records, dtype=object)}, len(records))
 
 
 def _row_format_possible(outputs: Mapping[str, InputSpec]) -> bool:
     """Every output has a known rank >= 1 (a batch dimension to make rows of)."""
     return bool(outputs) and all(spec.shape for spec in outputs.values())
-
-
-def _strings(values: list[bytes]) -> np.ndarray:
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
-    return array
-
-
-def _bytes_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
-    name = single_string_input(inputs)
-    if name is None:
-        return None  # the REST decoder explains which input is missing or ambiguous
-    return TensorRequest({name: _strings([body])}, 1)
-
-
-def _examples_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
-    name = single_string_input(inputs)
-    if name is None:
-        return None  # features mapped to inputs by name: the REST path
-    records = split_tfrecords(body) or [body]
-    parse_examples(records)  # refused as on the REST path, before the model sees it
-    return TensorRequest({name: _strings(records)}, len(records))
 
 
 def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest | None:
@@ -99,7 +83,8 @@ def _npy_request(body: bytes, inputs: Mapping[str, InputSpec]) -> TensorRequest 
     if spec.dtype == "DT_STRING":
         if array.dtype.kind not in "SU":
             return None
-        return TensorRequest({name: _strings([_utf8(item) for item in array.flat])}, len(array))
+        strings = array if array.dtype.kind == "S" else np.char.encode(array, "utf-8")
+        return TensorRequest({name: strings}, len(array))
     if not _numbers_fit(array.dtype, spec):
         return None
     return TensorRequest({name: array}, len(array))
@@ -175,10 +160,6 @@ async def cast_values(chunks: AsyncIterator[bytes], source: np.dtype) -> AsyncIt
         whole = len(data) - len(data) % source.itemsize
         rest = data[whole:]
         yield np.frombuffer(data, source, whole // source.itemsize).astype("<f4").tobytes()
-
-
-def _utf8(item: Any) -> bytes:
-    return item.encode() if isinstance(item, str) else bytes(item)
 
 
 __all__ = [

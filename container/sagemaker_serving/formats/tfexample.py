@@ -81,9 +81,8 @@ def decode_tfexample(
         instance: dict[str, Any] = {}
         for name, spec in inputs.items():
             if name in features:
-                kind, values = _feature_values(features[name])
-                if kind == "float_list":
-                    nonfinite = nonfinite or _has_nonfinite(values)
+                values, special = _feature_values(features[name])
+                nonfinite |= special
                 rank1 = spec.shape is not None and len(spec.shape) == 1
                 instance[name] = values[0] if rank1 and len(values) == 1 else values
             elif name == serialized_input:
@@ -98,27 +97,23 @@ def decode_tfexample(
     return ModelRequest(dumps({"instances": instances}, nonfinite), count)
 
 
-def _feature_values(feature: Any) -> tuple[str | None, list]:
-    """(kind, values) of a tf.train.Feature; bytes as {"b64": ...} objects."""
+def _feature_values(feature: Any) -> tuple[list, bool]:
+    """A tf.train.Feature's values (bytes as {"b64": ...} objects) and whether any is a
+    non-finite float."""
     kind = feature.WhichOneof("kind")
     if kind is None:
-        return None, []
+        return [], False
     values = list(getattr(feature, kind).value)
     if kind == "bytes_list":
-        values = [{"b64": base64.b64encode(v).decode("ascii")} for v in values]
-    return kind, values
-
-
-def _has_nonfinite(values: list) -> bool:
-    return not all(map(math.isfinite, values))
+        return [{"b64": base64.b64encode(v).decode("ascii")} for v in values], False
+    return values, kind == "float_list" and not all(map(math.isfinite, values))
 
 
 def _example_json(example: Any) -> tuple[dict, bool]:
     """TF Serving's JSON form of a tf.train.Example (classify/regress) and a non-finite flag."""
     doc, nonfinite = {}, False
     for name, feature in example.features.feature.items():
-        kind, values = _feature_values(feature)
-        if kind == "float_list":
-            nonfinite = nonfinite or _has_nonfinite(values)
+        values, special = _feature_values(feature)
+        nonfinite |= special
         doc[name] = values[0] if len(values) == 1 else values
     return doc, nonfinite

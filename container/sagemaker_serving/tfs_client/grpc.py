@@ -61,10 +61,15 @@ class GrpcClient:
     def predict(self, index: int, request: bytes, deadline: float) -> bytes:
         """Predict on instance `index` with a serialized PredictRequest; the serialized
         PredictResponse."""
+        import grpc
+
         call = self._predict_calls.get(index)
         if call is None:
             call = self._predict_calls[index] = self.channel(index).unary_unary(PREDICT_METHOD)
-        return _call(call, request, deadline, DEADLINE_PASSED)
+        try:
+            return call(request, timeout=_time_left(deadline, DEADLINE_PASSED))
+        except grpc.RpcError as exc:
+            raise grpc_error(exc) from None
 
     def reload_config(self, index: int, config: bytes, deadline: float) -> ConfigRefused | None:
         """HandleReloadConfigRequest with a serialized ModelServerConfig on instance `index`;
@@ -76,7 +81,7 @@ class GrpcClient:
         call = self.channel(index).unary_unary(RELOAD_CONFIG_METHOD)
         request = ReloadConfigRequest(config=config).SerializeToString()
         try:
-            answer = _call(call, request, deadline, _RELOAD_TOO_LATE, raw=True)
+            answer = call(request, timeout=_time_left(deadline, _RELOAD_TOO_LATE))
         except grpc.RpcError as exc:
             code = exc.code()
             if code is None or code.name in _NOT_REACHED:
@@ -88,20 +93,13 @@ class GrpcClient:
         return ConfigRefused(code_name(status.error_code), status.error_message)
 
 
-def _call(call: Any, request: bytes, deadline: float, too_late: str, raw: bool = False) -> bytes:
-    """`call` within the deadline; `too_late`: the message when it has already passed. A
-    failed call raises ModelServerError (grpc.RpcError itself with `raw`)."""
-    import grpc
-
+def _time_left(deadline: float, too_late: str) -> float:
+    """Seconds until the deadline; ModelServerTimeout(`too_late`) when it has passed. A call
+    given them fails at once when its model server is down (no wait_for_ready)."""
     timeout = deadline - time.monotonic()
     if timeout <= 0:
         raise ModelServerTimeout(too_late)
-    try:
-        return call(request, timeout=timeout, wait_for_ready=False)
-    except grpc.RpcError as exc:
-        if raw:
-            raise
-        raise grpc_error(exc) from None
+    return timeout
 
 
 def grpc_error(exc: Any) -> ModelServerError:

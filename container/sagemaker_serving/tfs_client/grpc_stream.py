@@ -42,7 +42,7 @@ async def predict(
     connection = None
     try:
         async with asyncio.timeout(timeout):
-            connection = await _Connection.open(port)
+            connection = _Connection(*await asyncio.open_connection("127.0.0.1", port))
             return await connection.call(head, values, size, timeout)
     except TimeoutError:
         raise ModelServerTimeout() from None
@@ -72,11 +72,6 @@ class _Connection:
         self._headers: dict[str, str] = {}
         self._data = bytearray()
         self._ended = False
-
-    @classmethod
-    async def open(cls, port: int) -> _Connection:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        return cls(reader, writer)
 
     def close(self) -> None:
         self.writer.close()

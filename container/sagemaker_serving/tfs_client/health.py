@@ -2,8 +2,8 @@
 
 `version_states` reads TF Serving's model status answer (GET /v1/models/<model>) and
 `all_available` decides on it; the service's readiness (`InstanceWatch`, what /ping answers)
-and the multi-model manager (waiting for a load) both ask through them. `instance_up` asks
-whether an instance answers at all.
+and the multi-model manager (waiting for a load) both ask through them. `instance_ready`
+probes one instance.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ AVAILABLE = "AVAILABLE"
 # names are mme-<hash>) is a small JSON 404 from any TF Serving. Never the metrics page: it
 # grows with every model an instance has seen (and nginx's probe would outgrow its buffer).
 INSTANCE_PROBE_MODEL = "sagemaker-serving-probe"
-INSTANCE_PROBE_PATH = f"/v1/models/{INSTANCE_PROBE_MODEL}"
 READ_CHUNK = 1 << 16
 
 
@@ -88,34 +87,24 @@ def get(conn: http.client.HTTPConnection, path: str) -> tuple[int, bytes] | None
         return None
 
 
-def model_available(rest_port: int, model: str, timeout: float = 2.0) -> bool:
-    """True when GET /v1/models/<model> lists versions that are all AVAILABLE."""
-    conn = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout)
-    reply = get(conn, model_path(model))
-    if reply is None or reply[0] != 200:
-        return False
-    try:
-        return all_available(version_states(reply[1]))
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return False
-
-
-def instance_up(rest_port: int, timeout: float = 2.0, path: str = INSTANCE_PROBE_PATH) -> bool:
-    """True when the model server answers a model status request with its JSON (200, or
-    404 for a model it does not serve): its REST API is up, whatever it serves."""
-    reply = get(http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout), path)
-    return reply is not None and status_answer(*reply)
-
-
-def status_answer(status: int, body: bytes) -> bool:
-    """Whether (status, body) is a model server's answer to a model status request."""
-    if status not in (200, 404):
-        return False
-    try:
-        doc = json.loads(body)
-    except ValueError:
-        return False
-    return isinstance(doc, dict) and ("model_version_status" in doc or "error" in doc)
+def instance_ready(rest_port: int, models: Collection[str] = (), timeout: float = 2.0) -> bool:
+    """True when every version of each of `models` is AVAILABLE on the instance; without
+    models, when it answers a model status request with its JSON (200, or 404 for a model it
+    does not serve): its REST API is up, whatever it serves."""
+    for model in models or [INSTANCE_PROBE_MODEL]:
+        conn = http.client.HTTPConnection("127.0.0.1", rest_port, timeout=timeout)
+        status, body = get(conn, model_path(model)) or (0, b"")
+        try:
+            if models:
+                ready = status == 200 and all_available(version_states(body))
+            else:
+                doc = json.loads(body) if status in (200, 404) else None
+                ready = isinstance(doc, dict) and ("model_version_status" in doc or "error" in doc)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            ready = False
+        if not ready:
+            return False
+    return True
 
 
 def model_path(model: str) -> str:
@@ -152,7 +141,7 @@ class InstanceWatch:
     """Whether every model server instance is ready, known at once: a daemon thread asks each
     instance every `every` seconds, each question with its own `timeout`: are `models` all
     AVAILABLE there (a single-model endpoint), else does it answer at all (a multi-model one:
-    INSTANCE_PROBE_PATH's status). An instance is down when its last round failed (refused,
+    instance_ready). An instance is down when its last round failed (refused,
     reset, not a status answer, a model not AVAILABLE) or when no round finished for `timeout`
     plus two rounds (it hangs). A model server busy loading models answers late, but it is up:
     /ping asks this, never the model server itself, so it answers within milliseconds
@@ -227,10 +216,7 @@ class InstanceWatch:
         ever_up = False  # until then (start-up), ask every STARTING_EVERY: /ping's first 200
         while True:  # comes as soon as the models are, not up to `every` later
             for port in self.rest_ports:
-                if self.models:
-                    up = all(model_available(port, m, self.timeout) for m in self.models)
-                else:
-                    up = instance_up(port, self.timeout)
+                up = instance_ready(port, self.models, self.timeout)
                 self._last[port] = (time.monotonic(), up)
             self._first.set()
             ever_up = ever_up or all(up for _, up in self._last.values())

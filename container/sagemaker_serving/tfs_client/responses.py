@@ -1,27 +1,12 @@
-"""The model server's answer as the `requests.Response` handlers receive, built through its
-public attributes: the service's (tfs_client.rest) and a handler process's
-(environments.messages) alike. Standard library only until a Response is built (requests is
-then imported: the user's version in a handler process, the service's in the service)."""
+"""The model server's answer as the `requests.Response` handlers receive, built field by
+field: the service's (tfs_client.rest) and a handler process's (environments.messages) alike.
+Standard library only until a Response is built (requests is then imported: the user's version
+in a handler process, the service's in the service)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-
-
-class OnePieceBody:
-    """A body as `requests.Response.raw`: read whole by `.content`, in one piece."""
-
-    def __init__(self, data: bytes) -> None:
-        self._data: bytes | None = data
-
-    def read(self, amt: Any = None, **_: Any) -> bytes:
-        data, self._data = self._data or b"", b""
-        return data
-
-    def close(self) -> None:
-        self._data = b""
-
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
@@ -39,7 +24,8 @@ def as_response(
     reply.status_code = status
     reply.reason = reason
     reply.headers = CaseInsensitiveDict(headers)
-    reply.raw = OnePieceBody(body)
+    # read whole, as requests leaves a Response it unpickles: content set, no raw stream
+    reply._content, reply._content_consumed = body, True
     reply.url = url
     if request is None:
         request = requests.PreparedRequest()

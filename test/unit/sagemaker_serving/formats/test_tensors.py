@@ -59,6 +59,18 @@ def test_npy_of_the_inputs_dtype_goes_as_is():
 
 
 @pytest.mark.parametrize(
+    "array",
+    [np.array([["a", "é"], ["b", "c"]]), np.array([[b"a", "é".encode()], [b"b", b"c"]])],
+    ids=["unicode", "bytes"],
+)
+def test_npy_strings_go_as_utf8_in_their_shape(array):
+    inputs = {"s": InputSpec("s", "DT_STRING", (-1, 2))}
+    request = tensor_request(npy(array), "application/x-npy", inputs, OUT, "predict")
+    assert request is not None and request.records == 2
+    assert request.inputs["s"].tolist() == [[b"a", "é".encode()], [b"b", b"c"]]
+
+
+@pytest.mark.parametrize(
     ("body", "media", "inputs", "outputs", "method"),
     [
         # JSON's number conversions decide float64 -> float32: REST

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
 import socket
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -47,18 +50,35 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_model_available_on_a_real_model_server(tfs_server):
-    assert health.model_available(tfs_server.rest_port, "half_plus_three")
-    assert not health.model_available(tfs_server.rest_port, "no_such_model")
-    assert not health.model_available(closed_port(), "half_plus_three")
+def test_instance_ready_with_models_when_each_is_available(tfs_server):
+    assert health.instance_ready(tfs_server.rest_port, ["half_plus_three"])
+    assert health.instance_ready(tfs_server.rest_port, ["half_plus_three", "half_plus_two"])
+    assert not health.instance_ready(tfs_server.rest_port, ["half_plus_three", "no_such_model"])
+    assert not health.instance_ready(closed_port(), ["half_plus_three"])
 
 
-def test_instance_up(tfs_server):
-    # a status answer, for a model it serves or not (its JSON 404), says the instance is up
-    assert health.instance_up(tfs_server.rest_port)
-    assert health.instance_up(tfs_server.rest_port, path="/v1/models/half_plus_two")
-    assert not health.instance_up(closed_port())
-    assert not health.status_answer(404, b"<html>Not Found</html>")
+@pytest.fixture
+def html_404_port() -> Iterator[int]:
+    """A web server that is no model server: a 404 HTML page for every path."""
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(404)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield server.server_address[1]
+        server.shutdown()
+
+
+def test_instance_ready_without_models_when_it_answers_a_status_request(tfs_server, html_404_port):
+    # a status answer, even its JSON 404 for a model it does not serve, says the instance is up
+    assert health.instance_ready(tfs_server.rest_port)
+    assert not health.instance_ready(closed_port())
+    assert not health.instance_ready(html_404_port)  # not a model server's answer
     conn = http.client.HTTPConnection("127.0.0.1", tfs_server.rest_port, timeout=2)
     assert health.get(conn, "/v1/models/no_such_model")[0] == 404  # type: ignore[index]
     assert health.get(http.client.HTTPConnection("127.0.0.1", closed_port()), "/") is None
