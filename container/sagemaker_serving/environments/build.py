@@ -90,10 +90,6 @@ class Environment:
     python: str | None = None  # set: a handler pool on this interpreter, else in-process
     reason: str = ""
 
-    @property
-    def own_process(self) -> bool:
-        return self.python is not None
-
 
 def container_site(directory: Path) -> Path:
     """The folder of links to what user code sees of the container; made again when what
