@@ -50,8 +50,8 @@ from sagemaker_serving.environments.messages import (
     make_response,
     response_meta,
 )
-from sagemaker_serving.environments.model_server import ModelServerFailure, ModelServerHop
-from sagemaker_serving.errors import brief
+from sagemaker_serving.environments.model_server import ModelServerHop
+from sagemaker_serving.errors import StatusError, brief
 from sagemaker_serving.user_code import contract as handler_contract
 from sagemaker_serving.user_code import defaults, fork_guard
 from sagemaker_serving.user_code.handler_api import HandlerError
@@ -339,7 +339,8 @@ class Worker:
         self, conn: socket.socket, header: dict[str, Any], reply: dict[str, Any], chunks: Any
     ) -> None:
         """A streamed answer: the reply, then a frame per chunk as the handler's iterator
-        yields it, then `end` (with `error` when the iterator failed). The iterator is closed
+        yields it, then `end` (with `status` and `message` when the iterator failed). The
+        iterator is closed
         however it ends (the service closes the connection when its client went away)."""
         call_id = header.get("id")
         request_id = log_setup.REQUEST_ID.set(str((header.get("context") or {}).get("request_id")))
@@ -374,10 +375,7 @@ class Worker:
                 )
             return data
         except BaseException as exc:  # the handler's failure: the stream ends saying so
-            log.exception("the streamed answer failed")
-            status = exc.http_status if isinstance(exc, HandlerError) else 500
-            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            end.update(status=status, error=brief(str(message)))
+            end.update(_failure(exc))
             return None
 
     def _end_if_stuck(self) -> None:
@@ -428,16 +426,8 @@ class Worker:
                 value = fork_guard.call(handlers.output_handler, response, context)
             answer, content_type = handler_contract.answer(value, handlers.output_handler)
             return _result(took, content_type=content_type, model_status=meta["status"]), answer
-        except HandlerError as exc:
-            return _failed(exc.http_status, exc.message), b""
-        except ModelServerFailure as exc:
-            return _failed(exc.status, exc.message), b""
-        except handler_contract.HandlerResultError as exc:
-            log.error("%s", exc.message, exc_info=exc)
-            return _failed(500, exc.message), b""
         except BaseException as exc:  # SystemExit and the like too: the thread serves on
-            log.exception("a handler failed")
-            return _failed(500, f"{type(exc).__name__}: {exc}"), b""
+            return {"op": "result", "ok": False, **_failure(exc)}, b""
         finally:
             log_setup.REQUEST_ID.reset(request_id)
             _local.call_id = None
@@ -456,9 +446,14 @@ def _result(took: dict[str, float], **fields: Any) -> dict[str, Any]:
     return {"op": "result", "ok": True, "took": took, **fields}
 
 
-def _failed(status: int, message: str) -> dict[str, Any]:
-    """An error answer, its message kept brief."""
-    return {"op": "result", "ok": False, "status": status, "message": brief(message)}
+def _failure(exc: BaseException) -> dict[str, Any]:
+    """A handler's failure as the service is told it (its message kept brief): a HandlerError's
+    or the model server's status, else 500 and the failure logged."""
+    if isinstance(exc, StatusError) and not isinstance(exc, handler_contract.HandlerResultError):
+        return {"status": exc.http_status, "message": brief(exc.message)}
+    log.error("a handler failed", exc_info=exc)
+    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    return {"status": 500, "message": brief(str(message))}
 
 
 class _Stop(Exception):

@@ -12,7 +12,7 @@ header, then the raw body.
                       {"op": "result", "id": N, "ok": false, "status": 500, "message": "..."}
                       {"op": "result", "id": N, "ok": true, "stream": true, ...}: a streamed
                       answer, then {"op": "chunk", "id": N} + chunk for each chunk, and
-                      {"op": "end", "id": N} (with "status" and "error" when it failed)
+                      {"op": "end", "id": N} (with "status" and "message" when it failed)
     host -> service   {"op": "callback", "id": N, "fn": "default_input_handler", ...} (the
                       built-in formats run in the service)
     service -> host   {"op": "reply", "id": N, "ok": ..., ...}                  + body

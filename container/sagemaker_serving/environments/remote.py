@@ -136,8 +136,8 @@ class HandlerPool:
                         500,
                     )
                 ended = True
-                if "error" in reply:
-                    raise StatusError(str(reply["error"]), int(reply.get("status", 500)))
+                if "message" in reply:
+                    raise StatusError(str(reply["message"]), int(reply.get("status", 500)))
                 return
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
             log.error("the handler process ended in the middle of a streamed answer: %r", exc)
