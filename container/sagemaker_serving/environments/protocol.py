@@ -62,10 +62,6 @@ def pack_head(header: dict[str, Any], body_size: int) -> bytes:
     return SIZES.pack(len(head), body_size) + head
 
 
-def pack(header: dict[str, Any], body: bytes = b"") -> bytes:
-    return pack_head(header, len(body)) + body
-
-
 def header_size(sizes: bytes) -> tuple[int, int]:
     """(the header's length, the body's) from a frame's first bytes."""
     head, body = SIZES.unpack(sizes)

@@ -205,8 +205,7 @@ class HandlerPool:
             async with asyncio.timeout(PING_SECONDS):
                 reader, writer = await self._open()
                 try:
-                    writer.write(protocol.pack({"op": "hello"}))
-                    await writer.drain()
+                    await protocol.awrite_frame(writer, {"op": "hello"})
                     reply, _ = await protocol.aread_frame(reader)
                 finally:
                     writer.close()

@@ -10,11 +10,15 @@ import pytest
 from sagemaker_serving.environments import protocol
 
 
+def frame(header: dict, body: bytes = b"") -> bytes:
+    return protocol.pack_head(header, len(body)) + body
+
+
 def test_a_frame_carries_a_header_and_any_bytes():
     body = bytes(range(256)) * 3 + b"\n{}"
     left, right = socket.socketpair()
     with left, right:
-        left.sendall(protocol.pack({"op": "call", "x": [1, "é"]}, body))
+        left.sendall(frame({"op": "call", "x": [1, "é"]}, body))
         assert protocol.read_frame(right) == ({"op": "call", "x": [1, "é"]}, body)
 
 
@@ -55,7 +59,7 @@ def test_frames_over_a_socket_both_ways():
 def test_a_connection_closed_inside_a_frame_is_an_error():
     left, right = socket.socketpair()
     with right:
-        left.sendall(protocol.pack({"op": "call"}, b"abc")[:-2])
+        left.sendall(frame({"op": "call"}, b"abc")[:-2])
         left.close()
         with pytest.raises(protocol.ProtocolError):
             protocol.read_frame(right)
@@ -65,7 +69,7 @@ def test_a_connection_closed_inside_a_frame_is_an_error():
 def test_the_async_reader_reads_what_the_blocking_writer_wrote(body):
     async def read() -> tuple[dict, bytes]:
         reader = asyncio.StreamReader()
-        reader.feed_data(protocol.pack({"op": "result", "ok": True}, body))
+        reader.feed_data(frame({"op": "result", "ok": True}, body))
         return await protocol.aread_frame(reader)
 
     assert asyncio.run(read()) == ({"op": "result", "ok": True}, body)
@@ -83,6 +87,10 @@ def test_a_frame_of_another_call_is_refused():
 STRAY_HOST = """
 import socket, sys
 from sagemaker_serving.environments import protocol
+
+
+def frame(header: dict, body: bytes = b"") -> bytes:
+    return protocol.pack_head(header, len(body)) + body
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(sys.argv[2] + "/socket")
 listener.listen(4)
