@@ -263,12 +263,10 @@ class Worker:
         self._active = threading.Condition()
         self._deadlines: dict[int, float] = {}  # calls in progress: thread -> their deadline
         self.model_server = ModelServerHop()
-        self._sockets: set[socket.socket] = set()  # the listener and every connection
-        # a child the user's code forks closes them all: it can never answer a call
-        fork_guard.close_in_children(self._socket_fds)
-
-    def _socket_fds(self) -> list[int]:
-        return [s.fileno() for s in list(self._sockets) if s.fileno() >= 0]
+        # a child the user's code forks closes the listener and every connection: it can never
+        # answer a call
+        bound = str(Path(args.dir) / SOCKET_NAME)
+        fork_guard.close_in_children(lambda: fork_guard.sockets_bound_to(bound))
 
     def run(self) -> int:
         ready = os.fdopen(self.args.ready_fd, "w", buffering=1)
@@ -282,7 +280,6 @@ class Worker:
             ready.write("error " + json.dumps({"pid": os.getpid(), "message": message}) + "\n")
             return 3
         listener = socket.socket(fileno=self.args.worker_fd)
-        self._sockets.add(listener)
         ready.write(
             "ready " + json.dumps({"pid": os.getpid(), "functions": self.handlers.names}) + "\n"
         )
@@ -292,7 +289,6 @@ class Worker:
             while True:
                 conn, _ = listener.accept()
                 self._end_if_stuck()
-                self._sockets.add(conn)
                 threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
         except _Stop:
             listener.close()
@@ -324,8 +320,6 @@ class Worker:
                         return
         except (OSError, protocol.ProtocolError):
             return
-        finally:
-            self._sockets.discard(conn)
 
     def answer(self, conn: socket.socket, header: dict[str, Any], body: bytes) -> None:
         """A run call's answer: one result frame, or a streamed answer's frames."""
