@@ -251,9 +251,6 @@ class RemoteDefaults:
         return body, str(content_type)
 
 
-_DONE = object()  # a streamed answer's iterator is exhausted
-
-
 class Worker:
     """Imports the user's code, then answers calls on the inherited listening socket."""
 
@@ -334,8 +331,8 @@ class Worker:
     ) -> None:
         """A streamed answer: the reply, then a frame per chunk as the handler's iterator
         yields it, then `end` (with `status` and `message` when the iterator failed). The
-        iterator is closed
-        however it ends (the service closes the connection when its client went away)."""
+        iterator is closed however it ends (the service closes the connection when its client
+        went away)."""
         call_id = header.get("id")
         request_id = log_setup.REQUEST_ID.set(str((header.get("context") or {}).get("request_id")))
         _local.call_id = call_id  # a call back from the iterator names it (and is refused)
@@ -344,7 +341,20 @@ class Worker:
             self._deadlines[threading.get_ident()] = float("inf")
         try:
             protocol.write_frame(conn, {**reply, "id": call_id, "stream": True})
-            while (data := self._next_chunk(chunks, end)) is not None:
+            while True:
+                try:
+                    chunk = next(chunks)
+                    data = handler_contract.as_bytes(chunk)
+                    if data is None:
+                        raise handler_contract.HandlerResultError(
+                            f"a streamed chunk was {type(chunk).__name__}; expected str or "
+                            "bytes-like"
+                        )
+                except StopIteration:
+                    break
+                except BaseException as exc:  # the handler's failure: the stream ends saying so
+                    end.update(_failure(exc))
+                    break
                 protocol.write_frame(conn, {"op": "chunk", "id": call_id}, data)
             protocol.write_frame(conn, end)
         finally:
@@ -353,24 +363,6 @@ class Worker:
                 fork_guard.call(close)
             log_setup.REQUEST_ID.reset(request_id)
             _local.call_id = None
-
-    @staticmethod
-    def _next_chunk(chunks: Any, end: dict[str, Any]) -> bytes | None:
-        """The iterator's next chunk as bytes; None at its end, or when it failed (then `end`
-        says how, for the service)."""
-        try:
-            chunk = next(chunks, _DONE)
-            if chunk is _DONE:
-                return None
-            data = handler_contract.as_bytes(chunk)
-            if data is None:
-                raise handler_contract.HandlerResultError(
-                    f"a streamed chunk was {type(chunk).__name__}; expected str or bytes-like"
-                )
-            return data
-        except BaseException as exc:  # the handler's failure: the stream ends saying so
-            end.update(_failure(exc))
-            return None
 
     def _end_if_stuck(self) -> None:
         """End this process (the master starts another) once MAX_ABANDONED_CALLS calls run on
