@@ -281,14 +281,13 @@ class Worker:
             "ready " + json.dumps({"pid": os.getpid(), "functions": self.handlers.names}) + "\n"
         )
         ready.close()
-        signal.signal(signal.SIGTERM, _stop_accepting)
-        try:
+        # SIGTERM: no more connections (accept fails on the closed listener), then the drain
+        signal.signal(signal.SIGTERM, lambda signum, frame: listener.close())
+        with contextlib.suppress(OSError):
             while True:
                 conn, _ = listener.accept()
                 self._end_if_stuck()
                 threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
-        except _Stop:
-            listener.close()
         self._finish_calls(time.monotonic() + DRAIN_SECONDS)
         os._exit(0)  # idle connections' threads wait on a socket: no need to join them
 
@@ -440,15 +439,6 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     log.error("a handler failed", exc_info=exc)
     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
     return {"status": 500, "message": brief(str(message))}
-
-
-class _Stop(Exception):
-    """SIGTERM in a worker: stop taking connections."""
-
-
-def _stop_accepting(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the master's SIGTERM may follow the group's
-    raise _Stop
 
 
 # ----- main ----------------------------------------------------------------------------------
