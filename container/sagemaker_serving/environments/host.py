@@ -436,8 +436,8 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     or the model server's status, else 500 and the failure logged."""
     if isinstance(exc, StatusError) and not isinstance(exc, handler_contract.HandlerResultError):
         return {"status": exc.http_status, "message": brief(exc.message)}
-    log.error("a handler failed", exc_info=exc)
     message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    log.error("a handler failed: %s", message, exc_info=exc)  # its traceback follows
     return {"status": 500, "message": brief(str(message))}
 
 
