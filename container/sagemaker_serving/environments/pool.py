@@ -116,18 +116,14 @@ def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> 
     """Start a pool that outlives the process starting it (a multi-model load in one
     gunicorn worker; any worker may unload it) and wait until it is ready; stopped again on
     failure. Returns its handler functions."""
-    fds = (lifeline_fd,) if lifeline_fd is not None else ()
-    starter = subprocess.Popen(
-        command(spec, lifeline_fd, daemon=True),
-        env=environment(os.environ),
-        pass_fds=fds,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        starter.wait(max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        starter.kill()
-        starter.wait()
+    with contextlib.suppress(subprocess.TimeoutExpired):  # the starter killed: see wait_ready
+        subprocess.run(
+            command(spec, lifeline_fd, daemon=True),
+            env=environment(os.environ),
+            pass_fds=(lifeline_fd,) if lifeline_fd is not None else (),
+            stdin=subprocess.DEVNULL,
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
     try:
         return wait_ready(spec.directory, deadline)
     except BaseException:
