@@ -53,7 +53,7 @@ CONTAINER_PTH = "_sagemaker_container.pth"
 PIP_MESSAGE_LINES = 15
 MIB = 1 << 20
 VENV_SITE = f"venv/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
-SIZE_POLL_SECONDS = 0.5  # how often the environment's size is measured while pip runs
+SIZE_POLL_SECONDS = 0.5  # how often a command's check runs (pip's: the environment's size)
 # run a command under resource limits: RLIMIT_AS and RLIMIT_FSIZE (bytes), then the command
 LIMITED = """
 import os, resource, sys
@@ -89,10 +89,6 @@ class Environment:
     paths: tuple[str, ...]
     python: str | None = None  # set: a handler pool on this interpreter, else in-process
     reason: str = ""
-
-    @property
-    def own_process(self) -> bool:
-        return self.python is not None
 
 
 def container_site(directory: Path) -> Path:
@@ -236,11 +232,15 @@ def _run_pip(
         env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
         env["PIP_CONFIG_FILE"] = os.devnull
     disk = limits.disk_mb * MIB
-    sizes: list[int] = []
+    what = f"pip install -r code/{REQUIREMENTS_FILE}"
+    past_disk = (
+        f"{what} stopped: the environment grew past SAGEMAKER_ENVIRONMENT_MAX_DISK_MB="
+        f"{limits.disk_mb} (MiB)"
+    )
 
-    def within_disk() -> bool:
-        sizes.append(tree_size(env_dir))
-        return sizes[-1] <= disk
+    def check_disk() -> None:
+        if tree_size(env_dir) > disk:
+            raise UserCodeError(past_disk)
 
     log.info("installing %s into %s", code_dir / REQUIREMENTS_FILE, env_dir / "venv")
     result = run_in_group(
@@ -248,11 +248,8 @@ def _run_pip(
         code_dir.resolve(),
         timeout_seconds,
         env,
-        within_disk,
+        check_disk,
     )
-    what = f"pip install -r code/{REQUIREMENTS_FILE}"
-    if result is None and sizes and sizes[-1] > disk:
-        raise UserCodeError(_past_disk(what, limits))
     if result is None:
         raise UserCodeTimeout(f"{what} did not finish within {timeout_seconds:.0f}s")
     shutil.rmtree(temp, ignore_errors=True)
@@ -265,12 +262,11 @@ def _run_pip(
                 f"{limits.memory_mb} MiB)"
             )
         if "File too large" in output:
-            raise UserCodeError(_past_disk(what, limits))
+            raise UserCodeError(past_disk)
         raise UserCodeError(
             f"{what} failed:\n{_without_folders(pip_message(result), code_dir, env_dir)}"
         )
-    if not within_disk():
-        raise UserCodeError(_past_disk(what, limits))
+    check_disk()
 
 
 def _without_folders(text: str, code_dir: Path, env_dir: Path) -> str:
@@ -282,13 +278,6 @@ def _without_folders(text: str, code_dir: Path, env_dir: Path) -> str:
     for root in {code_dir.absolute(), code_dir.resolve()}:
         text = text.replace(f"{root}/", "code/")
     return text
-
-
-def _past_disk(what: str, limits: InstallLimits) -> str:
-    return (
-        f"{what} stopped: the environment grew past SAGEMAKER_ENVIRONMENT_MAX_DISK_MB="
-        f"{limits.disk_mb} (MiB)"
-    )
 
 
 def tree_size(directory: Path) -> int:
@@ -307,11 +296,11 @@ def run_in_group(
     cwd: Path,
     timeout_seconds: float,
     env: Mapping[str, str] | None = None,
-    keep_going: Callable[[], bool] | None = None,
+    check: Callable[[], None] = lambda: None,
 ) -> subprocess.CompletedProcess | None:
     """A command in a process group of its own (`pip --python` starts pip again under the
     environment's interpreter): the whole group is killed past the timeout or once
-    `keep_going()` (asked every SIZE_POLL_SECONDS) is False (None), or when the wait is
+    `check()` (called every SIZE_POLL_SECONDS) raises (its error), or when the wait is
     interrupted (serve told to stop), so nothing it started outlives it. `env`: its
     environment (default: ours), without PYTHONPATH and PYTHONHOME."""
     proc = subprocess.Popen(
@@ -327,13 +316,13 @@ def run_in_group(
     try:
         while True:
             left = deadline - time.monotonic()
-            wait = min(left, SIZE_POLL_SECONDS) if keep_going is not None else left
             try:
-                stdout, stderr = proc.communicate(timeout=max(0.0, wait))
+                stdout, stderr = proc.communicate(timeout=max(0.0, min(left, SIZE_POLL_SECONDS)))
                 break
             except subprocess.TimeoutExpired:
-                if left <= wait or (keep_going is not None and not keep_going()):
+                if left <= SIZE_POLL_SECONDS:
                     raise
+                check()
     except BaseException as exc:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

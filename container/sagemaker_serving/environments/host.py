@@ -50,8 +50,8 @@ from sagemaker_serving.environments.messages import (
     make_response,
     response_meta,
 )
-from sagemaker_serving.environments.model_server import ModelServerFailure, ModelServerHop
-from sagemaker_serving.errors import brief
+from sagemaker_serving.environments.model_server import ModelServerHop
+from sagemaker_serving.errors import StatusError, brief
 from sagemaker_serving.user_code import contract as handler_contract
 from sagemaker_serving.user_code import defaults, fork_guard
 from sagemaker_serving.user_code.handler_api import HandlerError
@@ -251,9 +251,6 @@ class RemoteDefaults:
         return body, str(content_type)
 
 
-_DONE = object()  # a streamed answer's iterator is exhausted
-
-
 class Worker:
     """Imports the user's code, then answers calls on the inherited listening socket."""
 
@@ -263,12 +260,10 @@ class Worker:
         self._active = threading.Condition()
         self._deadlines: dict[int, float] = {}  # calls in progress: thread -> their deadline
         self.model_server = ModelServerHop()
-        self._sockets: set[socket.socket] = set()  # the listener and every connection
-        # a child the user's code forks closes them all: it can never answer a call
-        fork_guard.close_in_children(self._socket_fds)
-
-    def _socket_fds(self) -> list[int]:
-        return [s.fileno() for s in list(self._sockets) if s.fileno() >= 0]
+        # a child the user's code forks closes the listener and every connection: it can never
+        # answer a call
+        bound = str(Path(args.dir) / SOCKET_NAME)
+        fork_guard.close_in_children(lambda: fork_guard.sockets_bound_to(bound))
 
     def run(self) -> int:
         ready = os.fdopen(self.args.ready_fd, "w", buffering=1)
@@ -282,20 +277,17 @@ class Worker:
             ready.write("error " + json.dumps({"pid": os.getpid(), "message": message}) + "\n")
             return 3
         listener = socket.socket(fileno=self.args.worker_fd)
-        self._sockets.add(listener)
         ready.write(
             "ready " + json.dumps({"pid": os.getpid(), "functions": self.handlers.names}) + "\n"
         )
         ready.close()
-        signal.signal(signal.SIGTERM, _stop_accepting)
-        try:
+        # SIGTERM: no more connections (accept fails on the closed listener), then the drain
+        signal.signal(signal.SIGTERM, lambda signum, frame: listener.close())
+        with contextlib.suppress(OSError):
             while True:
                 conn, _ = listener.accept()
                 self._end_if_stuck()
-                self._sockets.add(conn)
                 threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
-        except _Stop:
-            listener.close()
         self._finish_calls(time.monotonic() + DRAIN_SECONDS)
         os._exit(0)  # idle connections' threads wait on a socket: no need to join them
 
@@ -324,8 +316,6 @@ class Worker:
                         return
         except (OSError, protocol.ProtocolError):
             return
-        finally:
-            self._sockets.discard(conn)
 
     def answer(self, conn: socket.socket, header: dict[str, Any], body: bytes) -> None:
         """A run call's answer: one result frame, or a streamed answer's frames."""
@@ -339,8 +329,9 @@ class Worker:
         self, conn: socket.socket, header: dict[str, Any], reply: dict[str, Any], chunks: Any
     ) -> None:
         """A streamed answer: the reply, then a frame per chunk as the handler's iterator
-        yields it, then `end` (with `error` when the iterator failed). The iterator is closed
-        however it ends (the service closes the connection when its client went away)."""
+        yields it, then `end` (with `status` and `message` when the iterator failed). The
+        iterator is closed however it ends (the service closes the connection when its client
+        went away)."""
         call_id = header.get("id")
         request_id = log_setup.REQUEST_ID.set(str((header.get("context") or {}).get("request_id")))
         _local.call_id = call_id  # a call back from the iterator names it (and is refused)
@@ -349,7 +340,20 @@ class Worker:
             self._deadlines[threading.get_ident()] = float("inf")
         try:
             protocol.write_frame(conn, {**reply, "id": call_id, "stream": True})
-            while (data := self._next_chunk(chunks, end)) is not None:
+            while True:
+                try:
+                    chunk = next(chunks)
+                    data = handler_contract.as_bytes(chunk)
+                    if data is None:
+                        raise handler_contract.HandlerResultError(
+                            f"a streamed chunk was {type(chunk).__name__}; expected str or "
+                            "bytes-like"
+                        )
+                except StopIteration:
+                    break
+                except BaseException as exc:  # the handler's failure: the stream ends saying so
+                    end.update(_failure(exc))
+                    break
                 protocol.write_frame(conn, {"op": "chunk", "id": call_id}, data)
             protocol.write_frame(conn, end)
         finally:
@@ -358,27 +362,6 @@ class Worker:
                 fork_guard.call(close)
             log_setup.REQUEST_ID.reset(request_id)
             _local.call_id = None
-
-    @staticmethod
-    def _next_chunk(chunks: Any, end: dict[str, Any]) -> bytes | None:
-        """The iterator's next chunk as bytes; None at its end, or when it failed (then `end`
-        says how, for the service)."""
-        try:
-            chunk = next(chunks, _DONE)
-            if chunk is _DONE:
-                return None
-            data = handler_contract.as_bytes(chunk)
-            if data is None:
-                raise handler_contract.HandlerResultError(
-                    f"a streamed chunk was {type(chunk).__name__}; expected str or bytes-like"
-                )
-            return data
-        except BaseException as exc:  # the handler's failure: the stream ends saying so
-            log.exception("the streamed answer failed")
-            status = exc.http_status if isinstance(exc, HandlerError) else 500
-            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            end.update(status=status, error=brief(str(message)))
-            return None
 
     def _end_if_stuck(self) -> None:
         """End this process (the master starts another) once MAX_ABANDONED_CALLS calls run on
@@ -428,16 +411,8 @@ class Worker:
                 value = fork_guard.call(handlers.output_handler, response, context)
             answer, content_type = handler_contract.answer(value, handlers.output_handler)
             return _result(took, content_type=content_type, model_status=meta["status"]), answer
-        except HandlerError as exc:
-            return _failed(exc.http_status, exc.message), b""
-        except ModelServerFailure as exc:
-            return _failed(exc.status, exc.message), b""
-        except handler_contract.HandlerResultError as exc:
-            log.error("%s", exc.message, exc_info=exc)
-            return _failed(500, exc.message), b""
         except BaseException as exc:  # SystemExit and the like too: the thread serves on
-            log.exception("a handler failed")
-            return _failed(500, f"{type(exc).__name__}: {exc}"), b""
+            return {"op": "result", "ok": False, **_failure(exc)}, b""
         finally:
             log_setup.REQUEST_ID.reset(request_id)
             _local.call_id = None
@@ -456,18 +431,14 @@ def _result(took: dict[str, float], **fields: Any) -> dict[str, Any]:
     return {"op": "result", "ok": True, "took": took, **fields}
 
 
-def _failed(status: int, message: str) -> dict[str, Any]:
-    """An error answer, its message kept brief."""
-    return {"op": "result", "ok": False, "status": status, "message": brief(message)}
-
-
-class _Stop(Exception):
-    """SIGTERM in a worker: stop taking connections."""
-
-
-def _stop_accepting(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the master's SIGTERM may follow the group's
-    raise _Stop
+def _failure(exc: BaseException) -> dict[str, Any]:
+    """A handler's failure as the service is told it (its message kept brief): a HandlerError's
+    or the model server's status, else 500 and the failure logged."""
+    if isinstance(exc, StatusError) and not isinstance(exc, handler_contract.HandlerResultError):
+        return {"status": exc.http_status, "message": brief(exc.message)}
+    message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+    log.error("a handler failed: %s", message, exc_info=exc)  # its traceback follows
+    return {"status": 500, "message": brief(str(message))}
 
 
 # ----- main ----------------------------------------------------------------------------------

@@ -15,18 +15,14 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from sagemaker_serving.errors import StatusError
 from sagemaker_serving.tfs_client.errors import TOO_LATE, UNAVAILABLE
 
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
-class ModelServerFailure(Exception):
-    """No answer from the model server: `status` (503 down, 504 too slow) and `message`."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
+class ModelServerFailure(StatusError):
+    """No answer from the model server: 503 (down) or 504 (too slow)."""
 
 
 class _Connections(threading.local):

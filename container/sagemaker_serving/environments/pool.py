@@ -116,18 +116,14 @@ def start_detached(spec: PoolSpec, lifeline_fd: int | None, deadline: float) -> 
     """Start a pool that outlives the process starting it (a multi-model load in one
     gunicorn worker; any worker may unload it) and wait until it is ready; stopped again on
     failure. Returns its handler functions."""
-    fds = (lifeline_fd,) if lifeline_fd is not None else ()
-    starter = subprocess.Popen(
-        command(spec, lifeline_fd, daemon=True),
-        env=environment(os.environ),
-        pass_fds=fds,
-        stdin=subprocess.DEVNULL,
-    )
-    try:
-        starter.wait(max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        starter.kill()
-        starter.wait()
+    with contextlib.suppress(subprocess.TimeoutExpired):  # the starter killed: see wait_ready
+        subprocess.run(
+            command(spec, lifeline_fd, daemon=True),
+            env=environment(os.environ),
+            pass_fds=(lifeline_fd,) if lifeline_fd is not None else (),
+            stdin=subprocess.DEVNULL,
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
     try:
         return wait_ready(spec.directory, deadline)
     except BaseException:
@@ -161,29 +157,26 @@ def _pid(directory: Path) -> int:
 
 
 def stop(directory: Path, deadline: float) -> None:
-    """SIGTERM to the pool's process group, SIGKILL past `deadline`; what ran under its master
-    (a handler's detached child too) killed; its folder removed."""
+    """SIGTERM to the pool's process group, SIGKILL past `deadline` to its master and what ran
+    under it (a handler's detached child too); its folder removed."""
     pid = _pid(directory)
-    if pid > 0:
+    master = tree.proc(pid) if pid > 0 else None
+    if master is not None:
         under = tree.descendants(pid)  # the master stops them itself, unless it is killed
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
-        if not _wait_gone(pid, deadline):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            _wait_gone(pid, time.monotonic() + 1.0)
-        tree.kill_all(under, time.monotonic() + 1.0)
+        _wait_gone(pid, deadline)
+        tree.kill_all([master, *under], time.monotonic() + 1.0)  # those still running
     shutil.rmtree(directory, ignore_errors=True)
 
 
-def _wait_gone(pid: int, deadline: float) -> bool:
+def _wait_gone(pid: int, deadline: float) -> None:
+    """Until process `pid` ended (a zombie too), or `deadline`."""
     try:
         fd = os.pidfd_open(pid)
     except OSError:
-        return True
+        return
     try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+        select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
     finally:
         os.close(fd)

@@ -1,6 +1,7 @@
 """Frames between the service and its handler processes, on a unix stream socket.
 
-A frame: its length (8 bytes, big-endian), a JSON header, a newline, then the raw body.
+A frame: the lengths of its JSON header and of its body (4 and 8 bytes, big-endian), the
+header, then the raw body.
 
     service -> host   {"op": "run", "id": N, "context": {...}}                  + data
     host -> service   {"op": "result", "id": N, "ok": true, "took": {step: seconds},
@@ -11,7 +12,7 @@ A frame: its length (8 bytes, big-endian), a JSON header, a newline, then the ra
                       {"op": "result", "id": N, "ok": false, "status": 500, "message": "..."}
                       {"op": "result", "id": N, "ok": true, "stream": true, ...}: a streamed
                       answer, then {"op": "chunk", "id": N} + chunk for each chunk, and
-                      {"op": "end", "id": N} (with "status" and "error" when it failed)
+                      {"op": "end", "id": N} (with "status" and "message" when it failed)
     host -> service   {"op": "callback", "id": N, "fn": "default_input_handler", ...} (the
                       built-in formats run in the service)
     service -> host   {"op": "reply", "id": N, "ok": ..., ...}                  + body
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from asyncio import StreamReader, StreamWriter
 
-LENGTH = struct.Struct(">Q")
+SIZES = struct.Struct(">IQ")  # the header's length, the body's
 MAX_HEADER_BYTES = 1 << 20
 CHUNK = 1 << 20  # bodies are read and written in pieces of this size
 
@@ -56,31 +57,27 @@ def check_id(header: dict[str, Any], call_id: object) -> None:
 
 
 def pack_head(header: dict[str, Any], body_size: int) -> bytes:
-    """A frame's length and header line: its body follows."""
-    head = json.dumps(header, separators=(",", ":")).encode() + b"\n"
-    return LENGTH.pack(len(head) + body_size) + head
+    """A frame's lengths and header: its body follows."""
+    head = json.dumps(header, separators=(",", ":")).encode()
+    return SIZES.pack(len(head), body_size) + head
 
 
-def pack(header: dict[str, Any], body: bytes = b"") -> bytes:
-    return pack_head(header, len(body)) + body
+def header_size(sizes: bytes) -> tuple[int, int]:
+    """(the header's length, the body's) from a frame's first bytes."""
+    head, body = SIZES.unpack(sizes)
+    if head > MAX_HEADER_BYTES:
+        raise ProtocolError(f"a frame header of {head} bytes (at most {MAX_HEADER_BYTES})")
+    return head, body
 
 
-def parse_header(line: bytes) -> dict[str, Any]:
+def parse_header(data: bytes) -> dict[str, Any]:
     try:
-        header = json.loads(line)
+        header = json.loads(data)
     except ValueError as exc:
         raise ProtocolError(f"an unreadable frame header: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("a frame header that is not an object")
     return header
-
-
-def unpack(payload: bytes | memoryview) -> tuple[dict[str, Any], bytes]:
-    view = memoryview(payload)
-    end = bytes(view[:MAX_HEADER_BYTES]).find(b"\n")
-    if end < 0:
-        raise ProtocolError("a frame without a header line")
-    return parse_header(bytes(view[:end])), bytes(view[end + 1 :])
 
 
 def recv_exactly(sock: socket.socket, size: int) -> bytes | None:
@@ -99,14 +96,14 @@ def recv_exactly(sock: socket.socket, size: int) -> bytes | None:
 
 def read_frame(sock: socket.socket) -> tuple[dict[str, Any], bytes] | None:
     """The next frame (blocking), or None at a clean end of the connection."""
-    prefix = recv_exactly(sock, LENGTH.size)
-    if prefix is None:
+    sizes = recv_exactly(sock, SIZES.size)
+    if sizes is None:
         return None
-    (size,) = LENGTH.unpack(prefix)
-    payload = recv_exactly(sock, size) if size else b""
-    if payload is None:
+    head, size = header_size(sizes)
+    header, body = recv_exactly(sock, head), recv_exactly(sock, size)
+    if header is None or body is None:
         raise ProtocolError("the peer closed the connection inside a frame")
-    return unpack(payload)
+    return parse_header(header), body
 
 
 def write_frame(sock: socket.socket, header: dict[str, Any], body: bytes = b"") -> None:
@@ -118,24 +115,12 @@ def write_frame(sock: socket.socket, header: dict[str, Any], body: bytes = b"") 
 async def aread_frame(reader: StreamReader) -> tuple[dict[str, Any], bytearray]:
     """The next frame from an asyncio stream (IncompleteReadError at the end). The body is read
     in CHUNK pieces into one buffer of its size: a large answer is held once, not twice."""
-    (size,) = LENGTH.unpack(await reader.readexactly(LENGTH.size))
-    first = await reader.readexactly(min(size, CHUNK))
-    end = first.find(b"\n")
-    while end < 0 and len(first) < min(size, MAX_HEADER_BYTES):
-        first += await reader.readexactly(min(size - len(first), CHUNK))
-        end = first.find(b"\n")
-    if end < 0:
-        raise ProtocolError("a frame without a header line")
-    header = parse_header(first[:end])
-    body = bytearray(size - end - 1)
-    done = len(first) - end - 1
-    body[:done] = first[end + 1 :]
-    del first
+    head, size = header_size(await reader.readexactly(SIZES.size))
+    header = parse_header(await reader.readexactly(head))
+    body = bytearray(size)
     view = memoryview(body)
-    while done < len(body):
-        chunk = await reader.readexactly(min(len(body) - done, CHUNK))
-        view[done : done + len(chunk)] = chunk
-        done += len(chunk)
+    for start in range(0, size, CHUNK):
+        view[start : start + CHUNK] = await reader.readexactly(min(size - start, CHUNK))
     return header, body
 
 

@@ -42,10 +42,6 @@ class HandlerProcessError(StatusError):
     """The pool did not answer a call (not running, crashed in the call, or too slow)."""
 
 
-class ForeignPeer(Exception):
-    """The pool's socket is answered by a process that is not one of the pool's."""
-
-
 PEER = struct.Struct("3i")  # SO_PEERCRED: pid, uid, gid
 
 
@@ -136,8 +132,8 @@ class HandlerPool:
                         500,
                     )
                 ended = True
-                if "error" in reply:
-                    raise StatusError(str(reply["error"]), int(reply.get("status", 500)))
+                if "message" in reply:
+                    raise StatusError(str(reply["message"]), int(reply.get("status", 500)))
                 return
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
             log.error("the handler process ended in the middle of a streamed answer: %r", exc)
@@ -177,24 +173,25 @@ class HandlerPool:
             raise HandlerProcessError(
                 "The handler processes are not running (they may be restarting): try again", 503
             ) from None
-        except ForeignPeer as exc:
-            self.unreachable = self.taken_over = True  # a new pool in a new folder (code.py)
-            log.error("%s", exc)
-            raise HandlerProcessError(
-                "The handler processes' socket was answered by another process: try again", 503
-            ) from None
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """A connection to one of this pool's own processes (ForeignPeer: to another one, a
-        socket taken over by another process of the stack's user, such as another model's)."""
+        """A connection to one of this pool's own processes. A 503 when another process
+        answers (a socket taken over by another process of the stack's user, such as another
+        model's): the pool is marked taken over, for a new one in a new folder (code.py)."""
         reader, writer = await asyncio.open_unix_connection(self.socket_path, limit=1 << 20)
         sock = writer.get_extra_info("socket")
         pid, _, _ = PEER.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEER.size))
         if not member(pid, os.path.dirname(self.socket_path)):
             writer.close()
-            raise ForeignPeer(
-                f"the handler socket {self.socket_path} was answered by process {pid}, which is "
-                "not one of its handler processes (another process took the socket over)"
+            self.unreachable = self.taken_over = True
+            log.error(
+                "the handler socket %s was answered by process %d, which is not one of its "
+                "handler processes (another process took the socket over)",
+                self.socket_path,
+                pid,
+            )
+            raise HandlerProcessError(
+                "The handler processes' socket was answered by another process: try again", 503
             )
         return reader, writer
 
@@ -205,15 +202,13 @@ class HandlerPool:
             async with asyncio.timeout(PING_SECONDS):
                 reader, writer = await self._open()
                 try:
-                    writer.write(protocol.pack({"op": "hello"}))
-                    await writer.drain()
+                    await protocol.awrite_frame(writer, {"op": "hello"})
                     reply, _ = await protocol.aread_frame(reader)
                 finally:
                     writer.close()
         except (OSError, TimeoutError, asyncio.IncompleteReadError, protocol.ProtocolError):
             return False
-        except ForeignPeer as exc:
-            log.error("%s", exc)
+        except HandlerProcessError:  # another process answered (logged)
             return False
         return reply.get("op") == "ready"
 

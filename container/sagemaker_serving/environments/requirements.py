@@ -329,21 +329,16 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     pending: list[str] = []
     first = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
+    # a blank line after the last ends a continued one there
+    for number, raw in enumerate([*text.splitlines(), ""], start=1):
         if raw.endswith("\\") and not _COMMENT.match(raw):
             first = first if pending else number
             pending.append(raw.rstrip("\\"))
             continue
-        line = "".join([*pending, raw])
-        number = first if pending else number
+        line = _COMMENT.sub("", "".join([*pending, raw])).strip()
+        if line:
+            out.append((first if pending else number, line))
         pending = []
-        line = _COMMENT.sub("", line).strip()
-        if line:
-            out.append((number, line))
-    if pending:
-        line = _COMMENT.sub("", "".join(pending)).strip()
-        if line:
-            out.append((first, line))
     return out
 
 

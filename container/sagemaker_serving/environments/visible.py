@@ -187,17 +187,16 @@ def _files(dist: importlib.metadata.Distribution) -> list[str]:
     return paths
 
 
-def _owners(prefix: str) -> dict[str, set[str]]:
-    """{entry: the distributions that install it or something under it}, for the entries one
-    level below `prefix` ("" for the top level)."""
-    owners: dict[str, set[str]] = {}
+def _foreign_folders(wanted: Iterable[str]) -> set[str]:
+    """The folders (relative to their site directory) that a distribution other than `wanted`
+    installs anything into."""
+    folders: set[str] = set()
     for dist in importlib.metadata.distributions():
-        name = canonical(dist.metadata["Name"] or "")
-        for path in _files(dist):
-            if path.startswith(prefix):
-                entry = path[len(prefix) :].split("/", 1)[0]
-                owners.setdefault(prefix + entry, set()).add(name)
-    return owners
+        if canonical(dist.metadata["Name"] or "") not in wanted:
+            for path in _files(dist):
+                parts = path.split("/")
+                folders.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
+    return folders
 
 
 def link_site(target: Path, distributions: Iterable[str], packages: Iterable[Path] = ()) -> Path:
@@ -207,17 +206,12 @@ def link_site(target: Path, distributions: Iterable[str], packages: Iterable[Pat
     folder holding links to their parts. Returns `target`."""
     wanted = {name: dist for name in distributions if (dist := _installed(name)) is not None}
     target.mkdir(parents=True, exist_ok=True)
-    levels: dict[str, dict[str, set[str]]] = {}  # prefix -> its entries' owners, on demand
+    foreign = _foreign_folders(wanted)
     for dist in wanted.values():
         for path in _files(dist):
             parts = path.split("/")
             depth = 1
-            while depth < len(parts):
-                prefix = "/".join(parts[: depth - 1]) + "/" if depth > 1 else ""
-                if prefix not in levels:
-                    levels[prefix] = _owners(prefix)
-                if levels[prefix].get(prefix + parts[depth - 1], set()) <= wanted.keys():
-                    break
+            while depth < len(parts) and "/".join(parts[:depth]) in foreign:
                 depth += 1
             relative = "/".join(parts[:depth])
             _link(target / relative, Path(str(dist.locate_file(relative))))

@@ -45,7 +45,7 @@ def run(python: str, script: str) -> str:
 
 def test_code_that_brings_nothing_runs_in_the_service(code, site, tmp_path):
     environment = prepare(code, site, tmp_path)
-    assert not environment.own_process and environment.paths == (str(code),)
+    assert environment.python is None and environment.paths == (str(code),)
     assert not (tmp_path / "env").exists()
 
 
@@ -53,7 +53,7 @@ def test_new_packages_install_into_an_environment_the_service_can_import(code, s
     tiny_wheel(code / "wheelhouse")
     (code / "requirements.txt").write_text("tinypkg==1.0\n")
     environment = prepare(code, site, tmp_path)
-    assert not environment.own_process
+    assert environment.python is None
     installed = environment.paths[0]
     assert installed.endswith("site-packages") and str(tmp_path / "env") in installed
     assert environment.paths[-1] == str(code)
@@ -63,7 +63,7 @@ def test_a_pin_of_a_package_the_service_uses_gets_processes_of_its_own(code, sit
     make_wheel(code / "wheelhouse", "requests", "99.0.0", FAKE_REQUESTS)
     (code / "requirements.txt").write_text("requests==99.0.0\n")
     environment = prepare(code, site, tmp_path)
-    assert environment.own_process and environment.reason == "it brings its own requests"
+    assert environment.reason == "it brings its own requests"
     assert environment.python is not None
     seen = run(
         environment.python,
@@ -83,7 +83,7 @@ def test_a_lib_that_shadows_the_service_gets_processes_of_its_own(code, site, tm
     (code / "lib" / "numpy" / "__init__.py").write_text("__version__ = 'mine'\n")
     (code / "requirements.txt").write_text("no-such-package-anywhere==1.0\n")  # not installed
     environment = prepare(code, site, tmp_path)
-    assert environment.own_process and "numpy" in environment.reason
+    assert "numpy" in environment.reason
     assert environment.paths == (str(code / "lib"), str(code))
     assert environment.python is not None
     first = f"import sys; sys.path[:0] = {list(environment.paths)!r}; "  # as the host does
@@ -100,10 +100,10 @@ def test_requirements_beside_lib_are_not_installed(code, site, tmp_path, caplog)
 
 
 def test_on_a_multi_model_endpoint_anything_beside_inference_py_gets_its_own(code, site, tmp_path):
-    assert not prepare(code, site, tmp_path, shared_process=True).own_process
+    assert prepare(code, site, tmp_path, shared_process=True).python is None
     (code / "helper.py").write_text("X = 1\n")
     environment = prepare(code, site, tmp_path, shared_process=True)
-    assert environment.own_process
+    assert environment.python is not None
     assert environment.reason == "a multi-model model with packages of its own"
 
 
@@ -111,7 +111,7 @@ def test_a_hidden_container_package_asked_for_is_used_as_installed(code, site, t
     (code / "requirements.txt").write_text("pillow\n")  # no index, no wheelhouse: none needed
     with caplog.at_level(logging.INFO):
         environment = prepare(code, site, tmp_path)
-    assert not environment.own_process
+    assert environment.python is None
     assert "the container's pillow used as installed" in caplog.text
     linked = environment.paths[1]
     assert (tmp_path / "env" / "linked" / "PIL").is_symlink() and linked.endswith("linked")
@@ -195,4 +195,4 @@ def test_the_site_folder_is_made_again_when_the_container_changed(tmp_path, monk
 def test_folders_of_data_beside_inference_py_are_no_modules(code, site, tmp_path):
     (code / "assets").mkdir()
     (code / "assets" / "labels.txt").write_text("cat\ndog\n")
-    assert not prepare(code, site, tmp_path, shared_process=True).own_process
+    assert prepare(code, site, tmp_path, shared_process=True).python is None

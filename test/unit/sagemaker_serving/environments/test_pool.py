@@ -52,6 +52,17 @@ def input_handler(data, context):
         raise HandlerError("x" * 2_000_000, 422)
     if body.startswith(b"sleep "):
         time.sleep(float(body.split()[1]))
+    if body.startswith(b"fork "):  # the pool's sockets held here, and in a child forked here
+        from sagemaker_serving.user_code.fork_guard import sockets_bound_to
+        path = body[5:].decode()
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.write(write, b"%d" % len(sockets_bound_to(path)))
+            os._exit(0)
+        os.close(write)
+        os.waitpid(child, 0)
+        return json.dumps({"here": len(sockets_bound_to(path)), "child": int(os.read(read, 9))})
     return json.dumps({"pid": os.getpid(), "body": body.decode(), "id": context.request_id})
 
 def output_handler(response, context):
@@ -170,6 +181,13 @@ def test_the_default_handlers_ask_the_service(running):
     assert call(spec, b"builtin") == (b"BUILT-IN:", "text/plain")  # its data was read
     body, content_type = call(spec, b"fail-400")  # output_handler leaves an error to it
     assert (body, content_type) == (b'{"error": "from the service"}', "application/json")
+
+
+def test_a_child_the_handlers_fork_holds_none_of_the_pools_sockets(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    held = json.loads(call(spec, b"fork " + spec.socket.encode())[0])
+    assert held["HERE"] >= 2 and held["CHILD"] == 0  # the listener and the call's connection
 
 
 def test_errors_keep_their_status_and_a_broken_contract_is_a_500(running):

@@ -10,16 +10,41 @@ import pytest
 from sagemaker_serving.environments import protocol
 
 
+def frame(header: dict, body: bytes = b"") -> bytes:
+    return protocol.pack_head(header, len(body)) + body
+
+
 def test_a_frame_carries_a_header_and_any_bytes():
     body = bytes(range(256)) * 3 + b"\n{}"
-    header, data = protocol.unpack(protocol.pack({"op": "call", "x": [1, "é"]}, body)[8:])
-    assert header == {"op": "call", "x": [1, "é"]} and data == body
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(frame({"op": "call", "x": [1, "é"]}, body))
+        assert protocol.read_frame(right) == ({"op": "call", "x": [1, "é"]}, body)
 
 
-@pytest.mark.parametrize("payload", [b"no newline", b"[1, 2]\n", b"{bad json\n"])
-def test_unreadable_frames_are_protocol_errors(payload):
+@pytest.mark.parametrize(
+    "frame",
+    [
+        protocol.SIZES.pack(6, 0) + b"[1, 2]",
+        protocol.SIZES.pack(9, 0) + b"{bad json",
+        protocol.SIZES.pack(0, 0),
+        protocol.SIZES.pack(protocol.MAX_HEADER_BYTES + 1, 0),
+    ],
+)
+def test_unreadable_frames_are_protocol_errors(frame):
+    left, right = socket.socketpair()
+    with left, right:
+        left.sendall(frame)
+        with pytest.raises(protocol.ProtocolError):
+            protocol.read_frame(right)
+
+    async def read() -> None:
+        reader = asyncio.StreamReader()
+        reader.feed_data(frame)
+        await protocol.aread_frame(reader)
+
     with pytest.raises(protocol.ProtocolError):
-        protocol.unpack(payload)
+        asyncio.run(read())
 
 
 def test_frames_over_a_socket_both_ways():
@@ -34,19 +59,20 @@ def test_frames_over_a_socket_both_ways():
 def test_a_connection_closed_inside_a_frame_is_an_error():
     left, right = socket.socketpair()
     with right:
-        left.sendall(protocol.pack({"op": "call"}, b"abc")[:-2])
+        left.sendall(frame({"op": "call"}, b"abc")[:-2])
         left.close()
         with pytest.raises(protocol.ProtocolError):
             protocol.read_frame(right)
 
 
-def test_the_async_reader_reads_what_the_blocking_writer_wrote():
+@pytest.mark.parametrize("body", [b"answer", b"", bytes(range(256)) * 10_000])
+def test_the_async_reader_reads_what_the_blocking_writer_wrote(body):
     async def read() -> tuple[dict, bytes]:
         reader = asyncio.StreamReader()
-        reader.feed_data(protocol.pack({"op": "result", "ok": True}, b"answer"))
+        reader.feed_data(frame({"op": "result", "ok": True}, body))
         return await protocol.aread_frame(reader)
 
-    assert asyncio.run(read()) == ({"op": "result", "ok": True}, b"answer")
+    assert asyncio.run(read()) == ({"op": "result", "ok": True}, body)
 
 
 def test_a_frame_of_another_call_is_refused():
@@ -61,6 +87,10 @@ def test_a_frame_of_another_call_is_refused():
 STRAY_HOST = """
 import socket, sys
 from sagemaker_serving.environments import protocol
+
+
+def frame(header: dict, body: bytes = b"") -> bytes:
+    return protocol.pack_head(header, len(body)) + body
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(sys.argv[2] + "/socket")
 listener.listen(4)

@@ -67,14 +67,24 @@ def test_the_site_folder_links_exactly_the_visible_distributions(tmp_path):
     assert not (site / "ours").exists()  # a package folder that does not exist is skipped
 
 
+def _fake_distribution(site, name: str, files: list[str]) -> None:
+    for file in files:
+        (site / file).parent.mkdir(parents=True, exist_ok=True)
+        (site / file).write_text("")
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    record = [*files, f"{info.name}/METADATA", f"{info.name}/RECORD"]
+    (info / "RECORD").write_text("".join(f"{path},,\n" for path in record))
+
+
 def test_a_folder_two_distributions_share_is_a_real_folder_of_links(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    owners = {"google": {"protobuf", "hidden-dist"}, "google/protobuf": {"protobuf"}}
-    monkeypatch.setattr(
-        visible,
-        "_owners",
-        lambda prefix: {k: v for k, v in owners.items() if k.count("/") == prefix.count("/")},
-    )
-    visible.link_site(site, {"protobuf"})
-    assert (site / "google").is_dir() and not (site / "google").is_symlink()
-    assert (site / "google" / "protobuf").is_symlink()
+    installed = tmp_path / "installed"
+    _fake_distribution(installed, "ns-visible", ["nspkg/visible/__init__.py", "nspkg/v.py"])
+    _fake_distribution(installed, "ns-hidden", ["nspkg/hidden/__init__.py"])
+    monkeypatch.syspath_prepend(str(installed))
+    site = visible.link_site(tmp_path / "site", {"ns-visible"})
+    assert (site / "nspkg").is_dir() and not (site / "nspkg").is_symlink()
+    assert (site / "nspkg" / "visible").is_symlink() and (site / "nspkg" / "v.py").is_symlink()
+    assert not (site / "nspkg" / "hidden").exists()
+    assert (site / "ns_visible-1.0.dist-info").is_symlink()
