@@ -342,13 +342,7 @@ class Worker:
             protocol.write_frame(conn, {**reply, "id": call_id, "stream": True})
             while True:
                 try:
-                    chunk = next(chunks)
-                    data = handler_contract.as_bytes(chunk)
-                    if data is None:
-                        raise handler_contract.HandlerResultError(
-                            f"a streamed chunk was {type(chunk).__name__}; expected str or "
-                            "bytes-like"
-                        )
+                    data = handler_contract.chunk_bytes(next(chunks))
                 except StopIteration:
                     break
                 except BaseException as exc:  # the handler's failure: the stream ends saying so

@@ -24,7 +24,7 @@ from sagemaker_serving.formats.media import media_type
 from sagemaker_serving.service.error_answers import status_and_message
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.user_code import fork_guard
-from sagemaker_serving.user_code.contract import HandlerResultError, as_bytes
+from sagemaker_serving.user_code.contract import chunk_bytes
 
 log = logging.getLogger("sagemaker_serving.service")
 
@@ -90,11 +90,7 @@ async def _sent(
                 return
             if gone is not None and gone.done():
                 break
-            data = as_bytes(chunk)
-            if data is None:
-                raise HandlerResultError(
-                    f"a streamed chunk was {type(chunk).__name__}; expected str or bytes-like"
-                )
+            data = chunk_bytes(chunk)
             sent += len(data)
             if limit is not None and sent > limit:
                 raise StatusError(

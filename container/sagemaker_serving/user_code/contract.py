@@ -67,6 +67,17 @@ def as_bytes(value: Any) -> bytes | None:
     return None
 
 
+def chunk_bytes(chunk: Any) -> bytes:
+    """A streamed answer's chunk as bytes; anything but a str or bytes-like is a
+    HandlerResultError."""
+    data = as_bytes(chunk)
+    if data is None:
+        raise HandlerResultError(
+            f"a streamed chunk was {type(chunk).__name__}; expected str or bytes-like"
+        )
+    return data
+
+
 def request_body(value: Any, fn: Callable | str) -> bytes:
     """An input_handler's result as the model server's request body."""
     body = as_bytes(value)
