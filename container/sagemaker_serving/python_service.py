@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -200,6 +201,7 @@ class ServiceApplication(BaseApplication):
                     "%s", exc, exc_info=(type(cause), cause, cause.__traceback__) if cause else None
                 )
             sys.exit(Arbiter.WORKER_BOOT_ERROR)
+        gc.freeze()  # what the worker holds from now on is never garbage: no collection walks it
         return guarded(app)
 
 

@@ -53,6 +53,7 @@ from tfs_rest_json.model_version import is_model_version
 
 STREAM_RECORDS = 32  # JSON Lines records per model server request of a streamed answer
 STREAMED_BODY = 8 * 1024 * 1024  # a larger x-npy body goes on to the model server as it comes
+SMALL_BODY = 1 << 20  # a body up to this size is read in one piece
 
 
 class Answer(NamedTuple):
@@ -86,10 +87,13 @@ def made(body: Any, content_type: str | None, context: Context, model_status: in
     return Answer(body, content_type, model_status if failed else 200)
 
 
-async def read_body(stream: Any, head: bytes = b"") -> io.BytesIO:
-    """The request's body (`head`, then the rest of falcon's request stream), chunk by chunk
-    into one buffer: a 1 GiB body is held once, not as its chunks and their join (getvalue
-    trims the buffer to the body, so a read of it all is that buffer, not a copy)."""
+async def read_body(stream: Any, length: int | None, head: bytes = b"") -> io.BytesIO:
+    """The request's body (`head`, then the rest of falcon's request stream). A large one
+    (or one of unknown `length`) chunk by chunk into one buffer: 1 GiB is held once, not as
+    its chunks and their join (getvalue trims the buffer to the body, so a read of it all is
+    that buffer, not a copy); a small one in one read (no async iterator per request)."""
+    if not head and length is not None and length <= SMALL_BODY:
+        return io.BytesIO(await stream.read())
     data = io.BytesIO(head)
     data.seek(0, io.SEEK_END)
     async for chunk in stream:
@@ -162,7 +166,8 @@ class Pipeline:
             streamed = await self.placement.ours(True, self.formats.streamed, head, context)
             if streamed is not None:
                 return await self._streamed_predict(streamed, head, body, context)
-        return await self.run(handlers, await read_body(body, head), context)
+        data = await read_body(body, context.content_length, head)
+        return await self.run(handlers, data, context)
 
     async def _streamed_predict(
         self, streamed: StreamedTensor, head: bytes, body: Any, context: Context

@@ -5,10 +5,21 @@ in a handler process, the service's in the service)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+
+
+@functools.cache
+def _requests() -> tuple[Any, Any, Any]:
+    """requests and the two helpers a Response is built with, imported on first use."""
+    import requests
+    from requests.structures import CaseInsensitiveDict
+    from requests.utils import get_encoding_from_headers
+
+    return requests, CaseInsensitiveDict, get_encoding_from_headers
 
 
 def as_response(
@@ -16,10 +27,7 @@ def as_response(
 ) -> Any:
     """A requests.Response of an answer; `request` is what was asked (a bare POST to `url`
     when not given, without parsing the URL again)."""
-    import requests
-    from requests.structures import CaseInsensitiveDict
-    from requests.utils import get_encoding_from_headers
-
+    requests, CaseInsensitiveDict, get_encoding_from_headers = _requests()
     reply = requests.Response()
     reply.status_code = status
     reply.reason = reason
