@@ -137,6 +137,16 @@ def test_a_handler_that_returns_the_wrong_type_is_a_500_that_says_so(tmp_path, p
         assert "Traceback (most recent call last):" in following, following
 
 
+def _pips_using(temp: Path) -> list[psutil.Process]:
+    """The pip processes whose command line names a path under temp."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if "pip" in line and str(temp) in line:
+            found.append(process)
+    return found
+
+
 def test_a_stop_while_pip_installs_ends_pip_and_leaves_nothing(tmp_path):
     """SIGTERM while requirements.txt installs from an index that never answers: serve ends
     at once, pip with it, and the folders start-up made are gone."""
@@ -168,16 +178,13 @@ def test_a_stop_while_pip_installs_ends_pip_and_leaves_nothing(tmp_path):
         )
         try:
             deadline = time.monotonic() + 120
-            while "installing" not in log.read_text() and time.monotonic() < deadline:
+            pips = _pips_using(temp)
+            while not pips and time.monotonic() < deadline:  # the log says so before pip starts
                 assert serve.poll() is None, log.read_text()[-3000:]
                 time.sleep(0.1)
-            pips = [
-                p
-                for p in psutil.process_iter(["cmdline"])
-                if "pip" in " ".join(p.info["cmdline"] or [])
-                and str(temp) in " ".join(p.info["cmdline"] or [])
-            ]
-            assert pips, "pip is not running"
+                pips = _pips_using(temp)
+            assert pips, "pip is not running: " + log.read_text()[-3000:]
+            assert "installing" in log.read_text()
             serve.send_signal(signal.SIGTERM)
             assert serve.wait(20) == 0
         finally:
