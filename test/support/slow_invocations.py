@@ -29,6 +29,9 @@ def output_handler(response, context):
 """
 
 
+PING_DEADLINE_SECONDS = 2.0  # SageMaker's health check (contracts.md)
+
+
 @dataclass
 class SlowRun:
     """What came back: (status, body, seconds) per invocation by stack, and /ping's times."""
@@ -45,7 +48,9 @@ class SlowRun:
     def check_deadlines(self, slept: float, timeouts: dict[str, int]) -> None:
         """Each stack's invocations (of SLEEPER, `slept` s; the stack's
         SAGEMAKER_MODEL_SERVER_TIMEOUT in `timeouts`) answered 200 when they fit the timeout,
-        else 504 JSON at it; /ping under 100 ms meanwhile, all but 1 %."""
+        else 504 JSON at it; every /ping meanwhile within SageMaker's 2 s (a /ping queued
+        behind an invocation would take its 40 s; the figures are printed, not asserted: they
+        depend on the machine's load)."""
         for key, timeout in timeouts.items():
             for status, body, took in self.answers[key]:
                 if slept < timeout:
@@ -57,10 +62,7 @@ class SlowRun:
                     assert timeout - 1 <= took < slept
         print(self.ping_summary())
         assert len(self.pings) > 100
-        assert len(self.slow_pings()) <= len(self.pings) // 100, sorted(self.pings)[-5:]
-
-    def slow_pings(self, seconds: float = 0.1) -> list[float]:
-        return [p for p in self.pings if p >= seconds]
+        assert max(self.pings) < PING_DEADLINE_SECONDS, sorted(self.pings)[-5:]
 
 
 def sleep_everywhere(urls: dict[str, str], seconds: float, count: int) -> SlowRun:
