@@ -75,3 +75,23 @@ def test_an_iterator_of_chunks_is_a_streamed_answer():
     assert handler_contract.answer(pair, "handler", "handler") == pair
     with pytest.raises(HandlerResultError, match="expected a"):
         handler_contract.answer((iter(["x"]), 5), "handler", "handler")
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain\r\nX-Injected: 1", "text/plain\n", "a\x00b", "text/plain; n=\u00e9", "\U0001f600"],
+)
+def test_a_content_type_that_is_no_header_value_is_refused(content_type):
+    # uvicorn refused it when the answer started: a 502 "backend unavailable" (a line break) or
+    # a bare 500 (a non-Latin-1 character), neither naming the handler
+    for body in (b"x", iter([b"x"])):
+        with pytest.raises(HandlerResultError) as info:
+            handler_contract.answer((body, content_type), "handler", "handler")
+        assert info.value.message.startswith("handler returned the content type ")
+        assert "expected printable ASCII" in info.value.message and info.value.status == 500
+
+
+def test_a_content_type_may_hold_parameters_and_tabs():
+    value = (b"x", 'text/plain;\tcharset=utf-8; q="a b"')
+    assert handler_contract.answer(value, "handler", "handler") == value
+    assert handler_contract.answer((b"x", ""), "handler", "handler") == (b"x", None)
