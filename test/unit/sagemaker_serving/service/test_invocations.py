@@ -203,3 +203,25 @@ def test_handlers_may_leave_the_conversion_to_the_built_in_formats(make_app, tfs
     assert reply.json == {"predictions": [2.5]}, reply.text
     reply = invoke(client, '{"instances": ["x"]}')
     assert reply.status_code == 400 and "not of expected type" in reply.json["error"]
+
+
+NOT_AN_EXCEPTION = """
+class Abort(BaseException):
+    pass
+
+
+def input_handler(data, context):
+    raise Abort("stop here")
+
+
+def output_handler(response, context):
+    return response.content, None
+"""
+
+
+def test_a_handler_that_raises_a_base_exception_is_a_json_500(make_app, tfs_server):
+    # it went past the service to uvicorn, which answered a text/plain 500
+    reply = invoke(make_app(tfs_server, NOT_AN_EXCEPTION), '{"instances": [1.0]}')
+    assert reply.status_code == 500
+    assert reply.json["error"] == "Abort: stop here"
+    assert reply.json["request_id"] == reply.headers["X-Request-Id"]
