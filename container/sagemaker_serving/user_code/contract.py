@@ -1,13 +1,15 @@
 """What the user's handlers must return, checked where they return it (the AWS contract).
 
 `input_handler(data, context)` returns the model server's request body: a JSON string or
-bytes-like. `output_handler(response, context)` and `handler(data, context)` return
-`(body, content_type)`, body a string or bytes-like, content_type a string of printable
-ASCII (an HTTP header value) or None (then the type Accept asks for); body may also be an
-iterator (a generator) of such chunks, alone or in the pair: a streamed answer
-(service/streaming.py). Anything else, a bare body too (the AWS container unpacks two values:
-a bare body fails there, or is cut in two), is a HandlerResultError (a 500) that names the
-handler, where it is, what it returned and what was expected.
+bytes-like, or what the AWS container's `requests.post(data=...)` also sends, a file-like
+object (`data` itself passed on) or an iterator of such chunks. `output_handler(response,
+context)` and `handler(data, context)` return `(body, content_type)`, body a string or
+bytes-like, content_type a string of printable ASCII (an HTTP header value) or None (then the
+type Accept asks for); body may also be an iterator (a generator) of such chunks, alone or in
+the pair: a streamed answer (service/streaming.py). Anything else, a bare body too (the AWS
+container unpacks two values: a bare body fails there, or is cut in two), is a
+HandlerResultError (a 500) that names the handler, where it is, what it returned and what was
+expected.
 
 Standard library only: handler processes run it under the user's interpreter.
 """
@@ -23,7 +25,10 @@ from sagemaker_serving.errors import StatusError
 
 _BODY = "a str or bytes-like body"
 EXPECTED = {
-    "input_handler": "a str (JSON) or bytes-like request body for the model server",
+    "input_handler": (
+        "a str (JSON) or bytes-like request body for the model server (or a file-like"
+        " object or an iterator of such chunks)"
+    ),
     "output_handler": f"a (body, content_type) pair with {_BODY}",
     "handler": f"a (body, content_type) pair with {_BODY}",
 }
@@ -92,8 +97,19 @@ def chunk_bytes(chunk: Any) -> bytes:
     return data
 
 
+def needs_reading(value: Any) -> bool:
+    """Whether an input_handler's result is a file-like object or an iterator of chunks: the
+    body is what reading it gives (user code may run meanwhile: a generator's)."""
+    return callable(getattr(value, "read", None)) or is_chunks(value)
+
+
 def request_body(value: Any, fn: Callable | str) -> bytes:
-    """An input_handler's result as the model server's request body."""
+    """An input_handler's result as the model server's request body (a file-like object read
+    to its end, an iterator's chunks joined)."""
+    if callable(getattr(value, "read", None)):
+        value = value.read()
+    elif is_chunks(value):
+        value = b"".join(chunk_bytes(chunk) for chunk in value)
     body = as_bytes(value)
     if body is None:
         raise _fail("input_handler", fn, value)

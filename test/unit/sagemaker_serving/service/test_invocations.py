@@ -225,3 +225,25 @@ def test_a_handler_that_raises_a_base_exception_is_a_json_500(make_app, tfs_serv
     assert reply.status_code == 500
     assert reply.json["error"] == "Abort: stop here"
     assert reply.json["request_id"] == reply.headers["X-Request-Id"]
+
+
+PASS_ON = """
+def input_handler(data, context):
+    if context.request_content_type == "application/x-generator":
+        return (chunk for chunk in (b'{"instances": ', data.read()[len("x"):], b"}"))
+    return data  # as requests.post(data=data) sends it in the AWS container
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+"""
+
+
+def test_an_input_handler_may_return_the_data_or_a_generator(make_app, tfs_server):
+    client = make_app(tfs_server, PASS_ON)
+    reply = invoke(client, '{"instances": [1.0, 3.0]}')
+    assert reply.status_code == 200, reply.text
+    assert reply.json == {"predictions": [2.5, 3.5]}
+    reply = invoke(client, "x[2.0]", "application/x-generator")
+    assert reply.status_code == 200, reply.text
+    assert reply.json == {"predictions": [3.0]}
