@@ -53,6 +53,13 @@ def test_a_handler_error_takes_what_a_handler_may_well_pass():
     assert HandlerError([b"x"]).message == "[b'x']"
 
 
+def test_a_message_with_a_lone_surrogate_keeps_its_words():
+    # bytes decoded with surrogateescape in a handler's message: orjson refused it, and the
+    # answer was "TypeError: str is not valid UTF-8" instead of the message
+    body = orjson.loads(error_body("bad byte \udcff in 'é'", "r"))
+    assert body["error"] == "bad byte \\udcff in 'é'"
+
+
 def test_the_one_body_has_the_message_and_the_request_id():
     assert orjson.loads(error_body("bad", "r-1")) == {"error": "bad", "request_id": "r-1"}
     assert error_body("bad", "r-1").endswith(b"}\n")
