@@ -149,8 +149,14 @@ def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
     descended into.
     """
     visited = {_identity(model_dir)}
-    for top, dirs, _files in os.walk(model_dir, onerror=_skipped, followlinks=True):
+    for top, dirs, files in os.walk(model_dir, onerror=_skipped, followlinks=True):
         directory = Path(top)
+        if any(f in files for f in SAVED_MODEL_FILES):  # never a version directory: not walked
+            log.warning(
+                "skipping %s: a SavedModel without a version directory (put it in %s)",
+                directory,
+                directory / "1",
+            )
         names = sorted(n for n in dirs if not n.startswith("."))
         if directory == model_dir:
             names = [n for n in names if n != CODE_DIR]
