@@ -247,3 +247,38 @@ def test_an_input_handler_may_return_the_data_or_a_generator(make_app, tfs_serve
     reply = invoke(client, "x[2.0]", "application/x-generator")
     assert reply.status_code == 200, reply.text
     assert reply.json == {"predictions": [3.0]}
+
+
+ECHO = """
+def input_handler(data, context):
+    return data.read()
+
+
+def output_handler(response, context):
+    return response.content, context.accept_header  # the AWS README's pass-through
+"""
+
+
+@pytest.mark.parametrize(
+    ("accept", "content_type"),
+    [
+        ("text/csv, application/json", "text/csv"),  # the SDK's PandasDeserializer's
+        ("application/json;q=0.9, text/csv;q=0.5", "application/json"),
+        ("*/*, text/*", "application/json"),
+        ("application/json", "application/json"),
+        ("*/*", "application/json"),
+    ],
+)
+def test_an_echoed_accept_list_answers_one_type(make_app, tfs_server, accept, content_type):
+    # a list was echoed as it was: "Content-Type: text/csv, application/json" is no media type
+    reply = invoke(make_app(tfs_server, ECHO), '{"instances": [1.0]}', Accept=accept)
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["Content-Type"] == content_type
+
+
+def test_a_content_type_with_a_comma_in_a_parameter_is_kept():
+    from sagemaker_serving.service.pipeline import is_type_list
+
+    assert not is_type_list('multipart/mixed; boundary="a,b"')
+    assert not is_type_list("text/plain; charset=utf-8")
+    assert is_type_list("text/csv,application/json")
