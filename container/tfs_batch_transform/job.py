@@ -486,6 +486,7 @@ def _write_report(sink: OutputStore, summary: JobSummary) -> None:
         return
     totals = summary.to_dict()
     totals.pop("failures")
+    totals.pop("failure_report")  # this file: not known yet, and no news in it
     report = {"failed": [asdict(f) for f in summary.failures], "summary": totals}
     sink.write(FAILURE_REPORT, json.dumps(report, indent=2).encode() + b"\n")
     summary.failure_report = sink.location(FAILURE_REPORT)
