@@ -35,9 +35,10 @@ def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequ
     except PayloadError:
         raise
     except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
-        if "pickle" in str(err):  # numpy's advice (allow_pickle=) is for its caller, not ours
-            err = "an array of Python objects (pickled) is refused"
-        raise PayloadError(f"Could not read application/x-npy body: {err}", 400) from None
+        reason = str(err)
+        if "pickle" in reason:  # numpy's advice (allow_pickle=) is for its caller, not ours
+            reason = "an array of Python objects (pickled) is refused"
+        raise PayloadError(f"Could not read application/x-npy body: {reason}", 400) from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # .npz: one array per input name
         with loaded:
             arrays = {name: loaded[name] for name in loaded.files}
