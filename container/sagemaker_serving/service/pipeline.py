@@ -144,13 +144,8 @@ class Pipeline:
             return Answer(records, streaming.EVENT_STREAM)
         with self.metrics.stage("input_handler"):
             if handlers.input_handler is not None:
-                fn = handlers.input_handler
-                value = await self.placement.handler(fn, data, context)
-                if contract.needs_reading(value):  # a file or a generator: read on a thread
-                    read = (fork_guard.call, contract.request_body, value, fn)
-                    request: Any = await self.placement.thread(*read)
-                else:
-                    request = contract.request_body(value, fn)
+                value = await self.placement.handler(handlers.input_handler, data, context)
+                request: Any = contract.request_body(value, handlers.input_handler)
             else:
                 waits = self.formats.may_wait(context, len(data.getbuffer()))
                 request = await self.placement.ours(waits, self.formats.decode, data, context, True)

@@ -97,12 +97,6 @@ def chunk_bytes(chunk: Any) -> bytes:
     return data
 
 
-def needs_reading(value: Any) -> bool:
-    """Whether an input_handler's result is a file-like object or an iterator of chunks: the
-    body is what reading it gives (user code may run meanwhile: a generator's)."""
-    return callable(getattr(value, "read", None)) or is_chunks(value)
-
-
 def request_body(value: Any, fn: Callable | str) -> bytes:
     """An input_handler's result as the model server's request body (a file-like object read
     to its end, an iterator's chunks joined)."""
