@@ -101,4 +101,6 @@ def error_body(message: str, request_id: str, quoted: Iterable[str] = ()) -> byt
     import orjson  # the service's: only the service writes error bodies
 
     text = brief(public_text(message, quoted))
+    # a lone surrogate (text decoded with surrogateescape) is no UTF-8: written as its escape
+    text = text.encode("utf-8", "backslashreplace").decode()
     return orjson.dumps({"error": text, "request_id": request_id}) + b"\n"

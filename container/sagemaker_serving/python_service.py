@@ -87,6 +87,7 @@ class NoOptions:
 
 RUN_DIR_PLACEHOLDER = "<run dir>"
 HANDLER_PROCESSES_PLACEHOLDER = "<handler processes>"
+OVERDUE_GRACE_SECONDS = 5.0  # past its request's deadline: a handler call this late is stuck
 
 
 def internal_paths(config: ServiceConfig) -> dict[str, str]:
@@ -113,7 +114,9 @@ def create_app(config: ServiceConfig, metrics: ServiceMetrics | None = None) -> 
     handlers = Handlers() if config.multi_model else endpoint_handlers(config)
     log.info("handlers: %s", "per model" if config.multi_model else handlers.source)
     metrics = metrics or ServiceMetrics()
-    placement = Placement(config.worker_class, config.threads)
+    # a call still running this long after its request's deadline is stuck (placement.py)
+    overdue = config.request_timeout_seconds + OVERDUE_GRACE_SECONDS
+    placement = Placement(config.worker_class, config.threads, overdue)
     app = falcon.asgi.App(middleware=[NoOptions()])
     invocations = Invocations(config, handlers, metrics, placement)
     app.add_route("/invocations", invocations)

@@ -113,9 +113,12 @@ class JobConfig:
             and self.max_concurrent_transforms
             and self.max_payload_in_mb * self.max_concurrent_transforms > MAX_TOTAL_PAYLOAD_IN_MB
         ):
+            total = self.max_payload_in_mb * self.max_concurrent_transforms
             raise ConfigError(
                 "--max-concurrent-transforms",
-                f"x --max-payload-in-mb must not exceed {MAX_TOTAL_PAYLOAD_IN_MB} MB",
+                f"{self.max_concurrent_transforms} x --max-payload-in-mb "
+                f"{self.max_payload_in_mb} = {total} MB, over SageMaker's "
+                f"{MAX_TOTAL_PAYLOAD_IN_MB} MB",
             )
         if not 1 <= self.invocations_timeout <= 3600:
             raise ConfigError("--invocations-timeout", "must be 1..3600 seconds")
@@ -486,6 +489,7 @@ def _write_report(sink: OutputStore, summary: JobSummary) -> None:
         return
     totals = summary.to_dict()
     totals.pop("failures")
+    totals.pop("failure_report")  # this file: not known yet, and no news in it
     report = {"failed": [asdict(f) for f in summary.failures], "summary": totals}
     sink.write(FAILURE_REPORT, json.dumps(report, indent=2).encode() + b"\n")
     summary.failure_report = sink.location(FAILURE_REPORT)

@@ -193,3 +193,77 @@ def test_a_stop_while_pip_installs_ends_pip_and_leaves_nothing(tmp_path):
     _, alive = psutil.wait_procs(pips, timeout=10)
     assert not alive, alive
     assert not list(temp.iterdir())  # the run directory start-up made
+
+
+NEVER_RETURNS = """
+import threading
+
+
+def input_handler(data, context):
+    if context.custom_attributes == "hang":
+        threading.Event().wait()  # never returns
+    return data.read()
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+"""
+
+
+ATTRIBUTES_HANG = {"X-Amzn-SageMaker-Custom-Attributes": "hang"}
+
+
+def test_a_worker_whose_handler_threads_never_return_is_replaced(tmp_path):
+    """With SAGEMAKER_GUNICORN_WORKER_CLASS=sync (one handler call at a time per worker), a
+    handler that never returns held the worker for good: every later request was a 504 while
+    /ping said 200. gunicorn's timeout ends such a worker in the AWS container; here the
+    worker ends itself once its threads are all held past the deadline, and another starts."""
+    models = models_with(tmp_path, NEVER_RETURNS, {})
+    env = {
+        "SAGEMAKER_GUNICORN_WORKER_CLASS": "sync",
+        "SAGEMAKER_GUNICORN_WORKERS": "1",
+        "SAGEMAKER_MODEL_SERVER_TIMEOUT": "2",
+    }
+    body = '{"instances": [1.0]}'
+    with serve_stack(models, tmp_path, env) as server:
+        url = f"{server.url}/invocations"
+        hung = requests.post(url, data=body, headers=ATTRIBUTES_HANG, timeout=30)
+        assert hung.status_code == 504, hung.text
+        deadline = time.monotonic() + 60
+        while True:
+            reply = requests.post(url, data=body, timeout=30)
+            if reply.status_code == 200 or time.monotonic() > deadline:
+                break
+            assert reply.status_code in (502, 503, 504), reply.text
+            time.sleep(0.5)
+        assert reply.status_code == 200 and reply.json() == {"predictions": [3.5]}, reply.text
+        assert "every handler thread of this worker holds a call" in server.log()
+
+
+def test_a_worker_whose_event_loop_a_handler_never_gives_back_is_replaced(tmp_path):
+    """A handler that proved quick runs on the worker's event loop (placement.py); one call of
+    it that never returns held the loop for good (the worker kept telling gunicorn it was
+    alive): every later request was a 504. Past its deadline the worker stops saying so, and
+    gunicorn's timeout replaces it."""
+    models = models_with(tmp_path, NEVER_RETURNS, {})
+    env = {"SAGEMAKER_GUNICORN_WORKERS": "1", "SAGEMAKER_MODEL_SERVER_TIMEOUT": "2"}
+    body = '{"instances": [1.0]}'
+    with serve_stack(models, tmp_path, env) as server:
+        url = f"{server.url}/invocations"
+        session = requests.Session()
+        for sent in range(1, 801):  # quick calls (16 in a row): the handler moves to the loop
+            assert session.post(url, data=body, timeout=30).status_code == 200
+            if sent % 20 == 0 and "input_handler runs on the event loop" in server.log():
+                break
+        assert "input_handler runs on the event loop" in server.log()
+        hung = requests.post(url, data=body, headers=ATTRIBUTES_HANG, timeout=30)
+        assert hung.status_code == 504, hung.text
+        deadline = time.monotonic() + 60
+        while True:
+            reply = requests.post(url, data=body, timeout=30)
+            if reply.status_code == 200 or time.monotonic() > deadline:
+                break
+            assert reply.status_code in (502, 503, 504), reply.text
+            time.sleep(0.5)
+        assert reply.status_code == 200 and reply.json() == {"predictions": [3.5]}, reply.text
+        assert "a handler has held this worker's event loop long past" in server.log()

@@ -79,8 +79,20 @@ def discover_models(model_dir: Path) -> list[Model]:
         hint = ""
         if any((model_dir / f).is_file() for f in SAVED_MODEL_FILES):
             hint = "; the SavedModel directly in it needs a version directory, e.g. 1/"
+        elif (stray := _unversioned(model_dir)) is not None:
+            hint = f"; the SavedModel in {stray}/ needs a version directory, e.g. {stray}/1/"
         raise ModelDiscoveryError(f"no SavedModel found in {model_dir}{hint}; expected {_LAYOUTS}")
     return [models[name] for name in sorted(models)]
+
+
+def _unversioned(model_dir: Path) -> Path | None:
+    """The first folder under `model_dir` (relative to it) holding a SavedModel's file itself,
+    not in a version directory: `<name>/saved_model.pb`, a common mistake."""
+    for name in SAVED_MODEL_FILES:
+        for path in sorted(model_dir.rglob(name)):
+            if path.is_file() and not path.parent.name.isdigit():
+                return path.parent.relative_to(model_dir)
+    return None
 
 
 def find_model(url: Path, name: str) -> Model | None:
@@ -137,8 +149,14 @@ def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
     descended into.
     """
     visited = {_identity(model_dir)}
-    for top, dirs, _files in os.walk(model_dir, onerror=_skipped, followlinks=True):
+    for top, dirs, files in os.walk(model_dir, onerror=_skipped, followlinks=True):
         directory = Path(top)
+        if any(f in files for f in SAVED_MODEL_FILES):  # never a version directory: not walked
+            log.warning(
+                "skipping %s: a SavedModel without a version directory (put it in %s)",
+                directory,
+                directory / "1",
+            )
         names = sorted(n for n in dirs if not n.startswith("."))
         if directory == model_dir:
             names = [n for n in names if n != CODE_DIR]

@@ -26,12 +26,19 @@ def decode_npy(body: bytes, inputs: Mapping[str, InputSpec] | None) -> ModelRequ
     """A .npy or .npz body; `inputs` (None: unknown) picks the input a lone array feeds."""
     import numpy as np
 
+    if not body.startswith((b"\x93NUMPY", b"PK\x03\x04")):  # else numpy tries it as a pickle
+        raise PayloadError(
+            "Could not read application/x-npy body: neither a .npy array nor a .npz archive", 400
+        )
     try:
         loaded = npy_array(body)
     except PayloadError:
         raise
     except Exception as err:  # numpy raises ValueError, OSError, EOFError, zipfile errors
-        raise PayloadError(f"Could not read application/x-npy body: {err}", 400) from None
+        reason = str(err)
+        if "pickle" in reason:  # numpy's advice (allow_pickle=) is for its caller, not ours
+            reason = "an array of Python objects (pickled) is refused"
+        raise PayloadError(f"Could not read application/x-npy body: {reason}", 400) from None
     if isinstance(loaded, np.lib.npyio.NpzFile):  # .npz: one array per input name
         with loaded:
             arrays = {name: loaded[name] for name in loaded.files}

@@ -31,7 +31,8 @@ def signature(
     except (KeyError, TypeError) as err:
         raise ValueError(f"model metadata has no signature_def: {err!r}") from None
     if name not in signatures:
-        available = ", ".join(sorted(signatures)) or "none"
+        # __saved_model_init_op is TensorFlow's, no signature a request can name
+        available = ", ".join(sorted(s for s in signatures if not s.startswith("__"))) or "none"
         raise PayloadError(
             f'Serving signature name: "{name}" not found in signature def (available: {available})',
             400,

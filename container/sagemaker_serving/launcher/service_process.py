@@ -57,6 +57,18 @@ def mme_state_dir(run_dir: Path) -> Path:
     return run_dir / "multi-model"
 
 
+def aws_variables(default_model: str, ports: list[tuple[int, int]]) -> dict[str, str]:
+    """What the AWS container's serve.py sets for its Python service, so its handlers can read
+    them: the default model (none on a multi-model endpoint) and the model servers' ports."""
+    variables = {
+        "TFS_GRPC_PORTS": ",".join(str(grpc) for grpc, _ in ports),
+        "TFS_REST_PORTS": ",".join(str(rest) for _, rest in ports),
+    }
+    if default_model:
+        variables["TFS_DEFAULT_MODEL_NAME"] = default_model
+    return variables
+
+
 def service_process(
     settings: Settings,
     model_dir: Path,
@@ -69,6 +81,7 @@ def service_process(
     """Make the user's code ready (environments/), write the service config, and build the
     gunicorn child (and the handler pool's, when the code needs processes of its own)."""
     code_dir = model_dir / "code"
+    env = {**env, **aws_variables(default_model, ports)}
     if settings.universal_bucket and settings.universal_prefix:
         code_dir = download_universal_code(
             settings.universal_bucket, settings.universal_prefix, run_dir / "universal-code"

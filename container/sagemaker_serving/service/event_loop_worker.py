@@ -14,13 +14,21 @@ Handlers run where service/placement.py puts them.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
 import time
 from typing import Any
 
 from uvicorn_worker import UvicornWorker
 
-from sagemaker_serving.service.placement import handler_holds_loop
+from sagemaker_serving.service.placement import (
+    handler_holds_loop,
+    loop_call_overdue,
+    threads_all_overdue,
+)
+
+log = logging.getLogger("sagemaker_serving.service")
 
 WORKER_CLASS = f"{__name__}.EventLoopWorker"
 
@@ -29,8 +37,10 @@ class EventLoopWorker(UvicornWorker):
     """uvicorn's gunicorn worker with the service's options.
 
     uvicorn tells gunicorn the worker is alive from its event loop; while a user handler runs
-    on the loop (placement.py), a thread tells it instead, so a slow handler never gets its
-    worker killed (as on gunicorn's gthread worker), while a loop stuck anywhere else does.
+    on the loop (placement.py), a thread tells it instead, so a slow handler does not get its
+    worker killed (as on gunicorn's gthread worker), while a loop stuck anywhere else does,
+    and so does a handler on it long past its request's deadline. A worker whose handler
+    threads are all held that late ends itself (placement.threads_all_overdue).
     """
 
     CONFIG_KWARGS: dict[str, Any] = {
@@ -52,13 +62,33 @@ class EventLoopWorker(UvicornWorker):
         errors.handlers.clear()
         errors.propagate = True
 
+    stuck = False  # every handler thread holds a call long past its deadline: ending
+    loop_held = False  # a handler holds the loop long past its deadline: said once
+
     def run(self) -> None:
         threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
         super().run()
+        if self.stuck:  # the interpreter's exit would wait for the stuck threads forever
+            logging.shutdown()
+            os._exit(1)  # gunicorn starts another worker
 
     def _heartbeat(self) -> None:
         pause = max(0.1, min(1.0, self.timeout / 4))
         while self.alive:
             time.sleep(pause)
             if handler_holds_loop():
-                self.notify()
+                if not loop_call_overdue():
+                    self.notify()
+                elif not self.loop_held:  # gunicorn ends it at its timeout, starts another
+                    self.loop_held = True
+                    log.error(
+                        "a handler has held this worker's event loop long past its request's "
+                        "deadline (a handler that never returns): the worker ends, another starts"
+                    )
+            if threads_all_overdue() and not self.stuck:
+                self.stuck = True
+                log.error(
+                    "every handler thread of this worker holds a call long past its request's "
+                    "deadline (a handler that never returns): the worker ends, another starts"
+                )
+                os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown

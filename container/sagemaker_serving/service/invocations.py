@@ -3,6 +3,7 @@ Context and deadline, the pipeline (pipeline.py), then the answer or the error w
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -136,7 +137,9 @@ class Invocations:
             write_answer(resp, body)
             resp.content_type = answer.content_type
             resp.status = falcon.code_to_http_status(answer.status)
-        except (Exception, SystemExit, KeyboardInterrupt) as exc:  # sys.exit() in a handler too
+        except (asyncio.CancelledError, GeneratorExit):  # the request itself is ending
+            raise
+        except BaseException as exc:  # sys.exit() in a handler too, and any BaseException
             status, message = status_and_message(exc, "handler failed")
             quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
             write_error(resp, status, _named(message, model_name, label), request_id, quoted)

@@ -11,7 +11,8 @@ answer was made from it, by output_handler or the built-in formats (a pass-throu
 response.content, context.accept_header` answers a wrong shape 400 with TF Serving's body,
 not 200: a failed prediction never looks like a success). Its content type: the handler's,
 unless none or a wildcard echoed from Accept (`*/*`): then the first concrete type Accept
-names, else application/json.
+names, else application/json; a list echoed from Accept (`text/csv, application/json`): its
+first concrete type.
 """
 
 from __future__ import annotations
@@ -78,9 +79,19 @@ def streams_records(context: Context) -> bool:
     return media in JSON_LINES_TYPES and streaming.wants_events(context.accept_header)
 
 
+def is_type_list(content_type: str) -> bool:
+    """Whether a handler's content type is a list of media ranges (an Accept header echoed:
+    `application/json, text/csv`), no one type."""
+    items = content_type.split(",")
+    return len(items) > 1 and all("/" in item for item in items)
+
+
 def made(body: Any, content_type: str | None, context: Context, model_status: int = 200) -> Answer:
-    """A handler's answer: its content type unless none or a wildcard; the model server's
-    status when the answer output_handler made it from (`model_status`) is an error."""
+    """A handler's answer: its content type unless none, a wildcard or a list echoed from
+    Accept (then its first concrete type); the model server's status when the answer
+    output_handler made it from (`model_status`) is an error."""
+    if content_type and is_type_list(content_type):
+        content_type = concrete_type(content_type)
     if not content_type or "*" in content_type:
         content_type = concrete_type(context.accept_header)
     failed = isinstance(model_status, int) and 400 <= model_status <= 599

@@ -16,12 +16,20 @@ moves; a thread lets other requests go on, for a hand-off of about 0.1 ms per ca
 
 `SAGEMAKER_GUNICORN_WORKER_CLASS` chooses: `uvicorn` (and `gevent`) as above; `gthread` every
 user handler on SAGEMAKER_GUNICORN_THREADS threads; `sync` one handler at a time per worker.
+
+A call on the threads is never interrupted. When every thread holds a call that has run past
+`overdue_after` seconds (its request was answered 504 long ago), the worker can answer no
+handler call again: `threads_all_overdue` says so, and the worker ends for gunicorn to start
+another (event_loop_worker.py), as gunicorn's timeout ends a stuck sync worker; so does a
+call on the event loop past it (`loop_call_overdue`): the worker stops telling gunicorn it is
+alive.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import itertools
 import logging
 import resource
 import time
@@ -47,6 +55,38 @@ LOOP_STRIKES, LOOP_WINDOW = 3, 32
 LOOP_STALL_SECONDS = 0.1
 
 _loop_call_started: float | None = None  # time.perf_counter() when the running one began
+# the calls on this worker's threads: id -> time.monotonic() when each began; the threads
+_thread_calls: dict[int, float] = {}
+_call_ids = itertools.count()
+_threads = 0
+_overdue_after: float | None = None
+
+
+def loop_call_overdue() -> bool:
+    """Whether the user handler running on the event loop has held it past overdue_after."""
+    started = _loop_call_started
+    return (
+        started is not None
+        and _overdue_after is not None
+        and time.perf_counter() - started > _overdue_after
+    )
+
+
+def threads_all_overdue() -> bool:
+    """Whether every handler thread of this worker holds a call running past overdue_after."""
+    if not _threads or _overdue_after is None:
+        return False
+    since = time.monotonic() - _overdue_after
+    return sum(began < since for began in list(_thread_calls.values())) >= _threads
+
+
+def _tracked(fn: Callable, *args: Any) -> Any:
+    key = next(_call_ids)
+    _thread_calls[key] = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        del _thread_calls[key]
 
 
 def handler_holds_loop() -> bool:
@@ -73,10 +113,13 @@ class _Record:
 class Placement:
     """Runs calls on the event loop or on this worker's threads (module docstring)."""
 
-    def __init__(self, mode: str, threads: int) -> None:
+    def __init__(self, mode: str, threads: int, overdue_after: float | None = None) -> None:
+        global _threads, _overdue_after
         self.adaptive = mode in ADAPTIVE_MODES
         threads = 1 if mode == "sync" else threads
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="handler")
+        if overdue_after is not None:  # the worker's one Placement (python_service)
+            _threads, _overdue_after = threads, overdue_after
         # weak: a multi-model endpoint's handlers go when their model is unloaded
         self._records: weakref.WeakKeyDictionary[Callable, _Record] = weakref.WeakKeyDictionary()
 
@@ -105,7 +148,8 @@ class Placement:
     async def thread(self, fn: Callable, *args: Any) -> Any:
         """fn(*args) on a thread (with this task's context variables)."""
         context = contextvars.copy_context()
-        return await asyncio.get_running_loop().run_in_executor(self.pool, context.run, fn, *args)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, context.run, _tracked, fn, *args)
 
     async def ours(self, wait: bool, fn: Callable, *args: Any) -> Any:
         """One of our conversions: on a thread when it may `wait` (or is large), else here."""

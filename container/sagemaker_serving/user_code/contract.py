@@ -1,13 +1,15 @@
 """What the user's handlers must return, checked where they return it (the AWS contract).
 
 `input_handler(data, context)` returns the model server's request body: a JSON string or
-bytes-like. `output_handler(response, context)` and `handler(data, context)` return
-`(body, content_type)`, body a string or bytes-like, content_type a string or None (then the
+bytes-like, or what the AWS container's `requests.post(data=...)` also sends, a file-like
+object (`data` itself passed on) or an iterator of such chunks. `output_handler(response,
+context)` and `handler(data, context)` return `(body, content_type)`, body a string or
+bytes-like, content_type a string of printable ASCII (an HTTP header value) or None (then the
 type Accept asks for); body may also be an iterator (a generator) of such chunks, alone or in
-the pair: a streamed answer (service/streaming.py). Anything else, a
-bare body too (the AWS container unpacks two values: a bare body fails there, or is cut in
-two), is a HandlerResultError (a 500) that names the handler, where it is, what it returned
-and what was expected.
+the pair: a streamed answer (service/streaming.py). Anything else, a bare body too (the AWS
+container unpacks two values: a bare body fails there, or is cut in two), is a
+HandlerResultError (a 500) that names the handler, where it is, what it returned and what was
+expected.
 
 Standard library only: handler processes run it under the user's interpreter.
 """
@@ -15,6 +17,7 @@ Standard library only: handler processes run it under the user's interpreter.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,11 +25,15 @@ from sagemaker_serving.errors import StatusError
 
 _BODY = "a str or bytes-like body"
 EXPECTED = {
-    "input_handler": "a str (JSON) or bytes-like request body for the model server",
+    "input_handler": (
+        "a str (JSON) or bytes-like request body for the model server (or a file-like"
+        " object or an iterator of such chunks)"
+    ),
     "output_handler": f"a (body, content_type) pair with {_BODY}",
     "handler": f"a (body, content_type) pair with {_BODY}",
 }
 _REPR_CHARS = 60
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e]*")  # what a Content-Type header may hold
 
 
 class HandlerResultError(StatusError, TypeError):
@@ -57,6 +64,18 @@ def _fail(role: str, fn: Callable | str, value: Any) -> HandlerResultError:
     return HandlerResultError(f"{name} returned {_what(value)}; expected {EXPECTED[role]}")
 
 
+def _content_type(content_type: str | None, fn: Callable | str) -> str | None:
+    """A handler's content type as the answer's header: None when empty; one that is no
+    header value (a line break, a control or non-ASCII character) is a HandlerResultError."""
+    if content_type and not _HEADER_VALUE.fullmatch(content_type):
+        name = fn if isinstance(fn, str) else where(fn)
+        raise HandlerResultError(
+            f"{name} returned the content type {content_type[:_REPR_CHARS]!r}; expected "
+            "printable ASCII (it is the answer's Content-Type header)"
+        )
+    return content_type or None
+
+
 def as_bytes(value: Any) -> bytes | None:
     if isinstance(value, bytes):
         return value
@@ -79,7 +98,12 @@ def chunk_bytes(chunk: Any) -> bytes:
 
 
 def request_body(value: Any, fn: Callable | str) -> bytes:
-    """An input_handler's result as the model server's request body."""
+    """An input_handler's result as the model server's request body (a file-like object read
+    to its end, an iterator's chunks joined)."""
+    if callable(getattr(value, "read", None)):
+        value = value.read()
+    elif is_chunks(value):
+        value = b"".join(chunk_bytes(chunk) for chunk in value)
     body = as_bytes(value)
     if body is None:
         raise _fail("input_handler", fn, value)
@@ -100,7 +124,7 @@ def answer(value: Any, fn: Callable | str, role: str = "output_handler") -> tupl
         body, content_type = value
         if content_type is None or isinstance(content_type, str):
             if is_chunks(body):
-                return body, content_type or None
+                return body, _content_type(content_type, fn)
             if (data := as_bytes(body)) is not None:
-                return data, content_type or None
+                return data, _content_type(content_type, fn)
     raise _fail(role, fn, value)

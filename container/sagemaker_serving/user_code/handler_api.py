@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections import namedtuple
+from typing import Any
 
 from sagemaker_serving.errors import StatusError
 
@@ -31,7 +33,25 @@ Context = namedtuple(
 
 class HandlerError(StatusError):
     """Raise from a handler to answer with a status (400 by default) and a JSON error message
-    (a status outside 400-599 is answered 500)."""
+    (a status outside 400-599 is answered 500). A message that is no str is written as JSON (a
+    dict, a list), else as its str(); a status may be the digits of one ("422")."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message, status)
+    def __init__(self, message: Any, status: int | str = 400) -> None:
+        super().__init__(_text(message), _number(status))
+
+
+def _text(message: Any) -> str:
+    if isinstance(message, dict | list | tuple):
+        try:
+            return json.dumps(message, ensure_ascii=False)
+        except (TypeError, ValueError):
+            pass
+    return message if isinstance(message, str) else str(message)
+
+
+def _number(status: int | str) -> int:
+    """The status as an int; one that is no number is a 500 (http_status)."""
+    try:
+        return int(status)
+    except (TypeError, ValueError):
+        return 500

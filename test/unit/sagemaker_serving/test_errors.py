@@ -41,6 +41,25 @@ def test_a_status_outside_the_error_range_is_answered_500(status, answered):
     assert HandlerError("x", status).http_status == answered
 
 
+def test_a_handler_error_takes_what_a_handler_may_well_pass():
+    # a status as digits and a dict as message were a 500 "TypeError: '<=' not supported
+    # between instances of 'int' and 'str'" / "expected string or bytes-like object"
+    assert HandlerError("x", "422").http_status == 422
+    assert HandlerError("x", "teapot").http_status == 500
+    err = HandlerError({"field": "age", "problem": "négatif"}, 422)
+    assert (err.message, err.http_status) == ('{"field": "age", "problem": "négatif"}', 422)
+    assert orjson.loads(error_body(err.message, "r"))["error"] == err.message
+    assert HandlerError(None).message == "None" and HandlerError({1, 2}).message == "{1, 2}"
+    assert HandlerError([b"x"]).message == "[b'x']"
+
+
+def test_a_message_with_a_lone_surrogate_keeps_its_words():
+    # bytes decoded with surrogateescape in a handler's message: orjson refused it, and the
+    # answer was "TypeError: str is not valid UTF-8" instead of the message
+    body = orjson.loads(error_body("bad byte \udcff in 'é'", "r"))
+    assert body["error"] == "bad byte \\udcff in 'é'"
+
+
 def test_the_one_body_has_the_message_and_the_request_id():
     assert orjson.loads(error_body("bad", "r-1")) == {"error": "bad", "request_id": "r-1"}
     assert error_body("bad", "r-1").endswith(b"}\n")

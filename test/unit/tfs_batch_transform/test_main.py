@@ -27,7 +27,8 @@ BASE = ["--endpoint", "http://127.0.0.1:9", "--input", "in", "--output", "out"]
         (["--model-dir", "m"], "argument --model-dir: not allowed with argument --endpoint"),
         (
             ["--max-concurrent-transforms", "20", "--max-payload-in-mb", "6"],
-            "argument --max-concurrent-transforms: x --max-payload-in-mb must not exceed 100",
+            "argument --max-concurrent-transforms: 20 x --max-payload-in-mb 6 = 120 MB, over "
+            "SageMaker's 100 MB",
         ),
         (["--input-filter", "$..x"], "argument --input-filter: '$..x': unsupported syntax"),
         (["--output-filter", "features"], "argument --output-filter: 'features' must start"),

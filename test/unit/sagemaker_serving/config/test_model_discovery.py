@@ -140,6 +140,26 @@ def test_saved_model_without_version_directory_gets_a_hint(tmp_path):
         discover_models(tmp_path)
 
 
+def test_a_named_saved_model_without_version_directory_gets_a_hint(tmp_path):
+    (tmp_path / "my_model").mkdir()
+    (tmp_path / "my_model" / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(ModelDiscoveryError) as info:
+        discover_models(tmp_path)
+    assert "the SavedModel in my_model/ needs a version directory, e.g. my_model/1/" in str(
+        info.value
+    )
+
+
+def test_a_saved_model_without_version_directory_beside_models_is_not_skipped_silently(
+    tmp_path, caplog
+):
+    version(tmp_path, "good", "1")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "saved_model.pb").write_bytes(b"")
+    assert [m.name for m in discover_models(tmp_path)] == ["good"]
+    assert f"skipping {tmp_path / 'bad'}: a SavedModel without a version directory" in caplog.text
+
+
 def test_same_name_at_two_paths_is_an_error(tmp_path):
     version(tmp_path, "a", "m", "1")
     version(tmp_path, "b", "m", "1")

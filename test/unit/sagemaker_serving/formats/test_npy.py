@@ -73,7 +73,15 @@ def test_npy_corrupt_400(body):
 def test_npy_pickle_refused_400():
     out = io.BytesIO()
     np.save(out, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    assert decode_error(out.getvalue(), "application/x-npy", None).status == 400
+    error = decode_error(out.getvalue(), "application/x-npy", None)
+    assert error.status == 400 and "allow_pickle" not in error.message
+    assert error.message.endswith("an array of Python objects (pickled) is refused")
+
+
+def test_a_body_that_is_no_npy_says_so_not_numpys_pickle_advice():
+    error = decode_error(bytes(range(256)) * 8, "application/x-npy", None)
+    assert error.status == 400 and "allow_pickle" not in error.message
+    assert error.message.endswith("neither a .npy array nor a .npz archive")
 
 
 def test_npy_complex_400():

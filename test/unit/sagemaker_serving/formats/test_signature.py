@@ -36,6 +36,7 @@ METADATA = {
                     "method_name": "tensorflow/serving/predict",
                 },
                 "regress_x": {"inputs": {}, "outputs": {}},
+                "__saved_model_init_op": {"inputs": {}, "outputs": {}},
             }
         }
     },
@@ -63,7 +64,7 @@ def test_signature_inputs_missing_signature_400():
         signature(METADATA, "nope")
     assert info.value.status == 400
     assert '"nope"' in info.value.message
-    assert "regress_x, serving_default" in info.value.message
+    assert "(available: regress_x, serving_default)" in info.value.message  # no init op
 
 
 def test_signature_inputs_bad_metadata():

@@ -106,6 +106,19 @@ def test_sockets_are_private_and_the_lifeline_is_inherited(service: ServiceProce
     assert service.child.env["PROMETHEUS_MULTIPROC_DIR"] == str(service.metrics_dir)
 
 
+def test_the_aws_containers_variables_reach_the_service_and_so_the_handlers(tmp_path: Path):
+    # its serve.py sets them for its Python service: handlers written for it may read them
+    (tmp_path / "run").mkdir()
+    service = prepared(tmp_path, code="def handler(data, context): pass\n")
+    try:
+        assert service.child.env is not None
+        assert service.child.env["TFS_DEFAULT_MODEL_NAME"] == "m"
+        assert service.child.env["TFS_GRPC_PORTS"] == "9000,9002"
+        assert service.child.env["TFS_REST_PORTS"] == "8501,8503"
+    finally:
+        service.close()
+
+
 def test_close_closes_serves_ends_of_the_pipes(tmp_path: Path):
     (tmp_path / "run").mkdir()
     service = prepared(tmp_path)

@@ -203,3 +203,82 @@ def test_handlers_may_leave_the_conversion_to_the_built_in_formats(make_app, tfs
     assert reply.json == {"predictions": [2.5]}, reply.text
     reply = invoke(client, '{"instances": ["x"]}')
     assert reply.status_code == 400 and "not of expected type" in reply.json["error"]
+
+
+NOT_AN_EXCEPTION = """
+class Abort(BaseException):
+    pass
+
+
+def input_handler(data, context):
+    raise Abort("stop here")
+
+
+def output_handler(response, context):
+    return response.content, None
+"""
+
+
+def test_a_handler_that_raises_a_base_exception_is_a_json_500(make_app, tfs_server):
+    # it went past the service to uvicorn, which answered a text/plain 500
+    reply = invoke(make_app(tfs_server, NOT_AN_EXCEPTION), '{"instances": [1.0]}')
+    assert reply.status_code == 500
+    assert reply.json["error"] == "Abort: stop here"
+    assert reply.json["request_id"] == reply.headers["X-Request-Id"]
+
+
+PASS_ON = """
+def input_handler(data, context):
+    if context.request_content_type == "application/x-generator":
+        return (chunk for chunk in (b'{"instances": ', data.read()[len("x"):], b"}"))
+    return data  # as requests.post(data=data) sends it in the AWS container
+
+
+def output_handler(response, context):
+    return response.content, "application/json"
+"""
+
+
+def test_an_input_handler_may_return_the_data_or_a_generator(make_app, tfs_server):
+    client = make_app(tfs_server, PASS_ON)
+    reply = invoke(client, '{"instances": [1.0, 3.0]}')
+    assert reply.status_code == 200, reply.text
+    assert reply.json == {"predictions": [2.5, 3.5]}
+    reply = invoke(client, "x[2.0]", "application/x-generator")
+    assert reply.status_code == 200, reply.text
+    assert reply.json == {"predictions": [3.0]}
+
+
+ECHO = """
+def input_handler(data, context):
+    return data.read()
+
+
+def output_handler(response, context):
+    return response.content, context.accept_header  # the AWS README's pass-through
+"""
+
+
+@pytest.mark.parametrize(
+    ("accept", "content_type"),
+    [
+        ("text/csv, application/json", "text/csv"),  # the SDK's PandasDeserializer's
+        ("application/json;q=0.9, text/csv;q=0.5", "application/json"),
+        ("*/*, text/*", "application/json"),
+        ("application/json", "application/json"),
+        ("*/*", "application/json"),
+    ],
+)
+def test_an_echoed_accept_list_answers_one_type(make_app, tfs_server, accept, content_type):
+    # a list was echoed as it was: "Content-Type: text/csv, application/json" is no media type
+    reply = invoke(make_app(tfs_server, ECHO), '{"instances": [1.0]}', Accept=accept)
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["Content-Type"] == content_type
+
+
+def test_a_content_type_with_a_comma_in_a_parameter_is_kept():
+    from sagemaker_serving.service.pipeline import is_type_list
+
+    assert not is_type_list('multipart/mixed; boundary="a,b"')
+    assert not is_type_list("text/plain; charset=utf-8")
+    assert is_type_list("text/csv,application/json")

@@ -253,3 +253,30 @@ def test_a_quick_handler_the_os_preempted_stays_on_the_loop(monkeypatch):
 
     assert asyncio.run(run()) == [True, False]
     placement.close()
+
+
+@pytest.mark.parametrize(("mode", "threads"), [("sync", 1), ("gthread", 2)])
+def test_threads_all_held_past_the_deadline_are_reported(monkeypatch, mode, threads):
+    # a sync worker whose one handler never returned answered 504 to every request after it,
+    # for good, while /ping said 200 (event_loop_worker.py now ends such a worker)
+    for name, value in {"_threads": 0, "_overdue_after": None, "_thread_calls": {}}.items():
+        monkeypatch.setattr(pl, name, value)
+    placement = Placement(mode, 2, overdue_after=0.2)  # sync: one thread whatever is asked
+    release = threading.Event()
+
+    async def stuck_calls() -> None:
+        calls = [placement.handler(lambda: release.wait(30)) for _ in range(threads)]
+        tasks = [asyncio.ensure_future(call) for call in calls]
+        await asyncio.sleep(0.1)
+        assert not pl.threads_all_overdue()  # running, not late yet
+        await asyncio.sleep(0.3)
+        assert pl.threads_all_overdue()
+        release.set()
+        await asyncio.gather(*tasks)
+        assert not pl.threads_all_overdue() and not pl._thread_calls
+
+    try:
+        asyncio.run(stuck_calls())
+    finally:
+        release.set()
+        placement.close()

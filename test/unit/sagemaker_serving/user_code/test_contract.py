@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 from sagemaker_serving.user_code import contract as handler_contract
@@ -18,6 +20,16 @@ def input_handler(data, context):
 )
 def test_an_input_handler_returns_a_string_or_bytes(value, body):
     assert handler_contract.request_body(value, input_handler) == body
+
+
+def test_a_file_like_or_an_iterator_of_chunks_is_read_as_the_body():
+    # what the AWS container's requests.post(data=...) sends: `return data` passes it on
+    data = io.BytesIO(b'{"instances": [1]}')
+    assert handler_contract.request_body(data, input_handler) == b'{"instances": [1]}'
+    chunks = (part for part in ('{"instances": ', b"[1]}"))
+    assert handler_contract.request_body(chunks, input_handler) == b'{"instances": [1]}'
+    with pytest.raises(HandlerResultError, match="a streamed chunk was int"):
+        handler_contract.request_body(iter([b"x", 1]), input_handler)
 
 
 def test_any_other_request_body_names_the_handler_its_place_and_what_was_expected():
@@ -75,3 +87,23 @@ def test_an_iterator_of_chunks_is_a_streamed_answer():
     assert handler_contract.answer(pair, "handler", "handler") == pair
     with pytest.raises(HandlerResultError, match="expected a"):
         handler_contract.answer((iter(["x"]), 5), "handler", "handler")
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain\r\nX-Injected: 1", "text/plain\n", "a\x00b", "text/plain; n=\u00e9", "\U0001f600"],
+)
+def test_a_content_type_that_is_no_header_value_is_refused(content_type):
+    # uvicorn refused it when the answer started: a 502 "backend unavailable" (a line break) or
+    # a bare 500 (a non-Latin-1 character), neither naming the handler
+    for body in (b"x", iter([b"x"])):
+        with pytest.raises(HandlerResultError) as info:
+            handler_contract.answer((body, content_type), "handler", "handler")
+        assert info.value.message.startswith("handler returned the content type ")
+        assert "expected printable ASCII" in info.value.message and info.value.status == 500
+
+
+def test_a_content_type_may_hold_parameters_and_tabs():
+    value = (b"x", 'text/plain;\tcharset=utf-8; q="a b"')
+    assert handler_contract.answer(value, "handler", "handler") == value
+    assert handler_contract.answer((b"x", ""), "handler", "handler") == (b"x", None)
