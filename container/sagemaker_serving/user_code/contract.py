@@ -100,11 +100,12 @@ def chunk_bytes(chunk: Any) -> bytes:
 def request_body(value: Any, fn: Callable | str) -> bytes:
     """An input_handler's result as the model server's request body (a file-like object read
     to its end, an iterator's chunks joined)."""
-    if callable(getattr(value, "read", None)):
-        value = value.read()
-    elif is_chunks(value):
-        value = b"".join(chunk_bytes(chunk) for chunk in value)
     body = as_bytes(value)
+    if body is None:
+        if callable(getattr(value, "read", None)):
+            body = as_bytes(value.read())
+        elif is_chunks(value):
+            body = b"".join(chunk_bytes(chunk) for chunk in value)
     if body is None:
         raise _fail("input_handler", fn, value)
     return body
