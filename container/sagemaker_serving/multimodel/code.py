@@ -104,7 +104,8 @@ class ModelCode:
 
     def _stop_leftovers(self) -> None:
         used = {m.handlers for m in self.registry.read().values() if m.handlers}
-        for pool_dir in self.environments.leftovers(used):
+        crashed = {m.handlers for m in self.registry.unloaded_by_a_crash().values() if m.handlers}
+        for pool_dir in self.environments.leftovers(used, crashed):
             log.warning("stopping handler processes no loaded model uses: %s", pool_dir)
             self.environments.release(pool_dir)
 

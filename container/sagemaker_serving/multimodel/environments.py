@@ -135,14 +135,14 @@ class ModelEnvironments:
             handler_pool.stop(Path(pool_dir), time.monotonic() + STOP_SECONDS)
             self._record_path(Path(pool_dir)).unlink(missing_ok=True)
 
-    def leftovers(self, used: set[str]) -> list[str]:
-        """Pools no loaded model uses (their models went with a model server's death), old
-        enough not to be a load's in progress."""
+    def leftovers(self, used: set[str], crashed: set[str]) -> list[str]:
+        """Pools no loaded model uses: those of models a model server's death unloaded
+        (`crashed`), and any other old enough not to be a load's in progress."""
         oldest = time.time() - self.config.load_timeout_seconds - RECORD_GRACE_SECONDS
         return [
             doc["pool"]
             for doc in _documents(self.state_dir)
-            if doc["pool"] not in used and doc["written"] < oldest
+            if doc["pool"] not in used and (doc["pool"] in crashed or doc["written"] < oldest)
         ]
 
     # ----- helpers --------------------------------------------------------------------------

@@ -234,6 +234,21 @@ def test_pools_no_loaded_model_uses_are_stopped_once_older_than_a_load(tmp_path,
     assert not Path(prepared.handlers).exists()
 
 
+def test_the_pools_of_models_a_model_server_death_unloaded_free_their_slots_at_once(tmp_path, site):
+    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
+    code = model_code(tmp_path, site, max_count=1)
+    registry = Registry(tmp_path / "state")
+    prepared = code.prepare(first, time.monotonic() + 60)
+    registry.write({"a": prepared}, registry.generation())
+    registry.invalidate()  # a model server died: "a" counts as unloaded; SageMaker loads it
+    again = code.prepare(first, time.monotonic() + 60)  # not a 507 for the next 6 minutes
+    try:
+        assert not Path(prepared.handlers).exists()
+        assert again.handlers != prepared.handlers and handler_pool.running(Path(again.handlers))
+    finally:
+        code.release(again)
+
+
 def test_a_model_whose_pool_is_gone_gets_one_again(tmp_path, site):
     model = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
     code = model_code(tmp_path, site)
