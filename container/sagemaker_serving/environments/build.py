@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import json
 import logging
 import os
 import shutil
@@ -393,15 +394,16 @@ def _hash_tree(digest: hashlib._Hash, path: Path) -> None:
                 digest.update(chunk)
 
 
-IMPORT_CHECK = """
-import sys
+IMPORT_FAILED = "import check failed: "  # then the error as JSON: one line, whatever it says
+IMPORT_CHECK = f"""
+import json, sys
 from pathlib import Path
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.user_code.loading import UserCodeError
 try:
     import_handlers(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])
 except UserCodeError as exc:
-    print(exc, file=sys.stderr)
+    print({IMPORT_FAILED!r} + json.dumps(str(exc)), file=sys.stderr)
     sys.exit(3)
 """
 
@@ -412,8 +414,11 @@ def check_import(code_dir: Path, module: str, paths: list[str], timeout_seconds:
     UserCodeTimeout past the time."""
     command = [sys.executable, "-c", IMPORT_CHECK, str(code_dir), module, *paths]
     result = run_in_group(command, code_dir, timeout_seconds)
+    path = code_dir / INFERENCE_FILE
     if result is None:
-        raise UserCodeTimeout(f"importing code/inference.py took over {timeout_seconds:.0f}s")
+        raise UserCodeTimeout(f"importing {path} took over {timeout_seconds:.0f}s")
     if result.returncode != 0:
-        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-        raise UserCodeError(lines[-1] if lines else "importing code/inference.py failed")
+        lines = [line for line in result.stderr.splitlines() if line.startswith(IMPORT_FAILED)]
+        if lines:
+            raise UserCodeError(json.loads(lines[-1][len(IMPORT_FAILED) :]))
+        raise UserCodeError(f"importing {path} failed (exit code {result.returncode})")

@@ -112,7 +112,20 @@ def test_inference_py_alone_runs_in_the_workers_and_is_tried_at_load(tmp_path, s
     assert error.status == 400
     assert "No module named 'no_such_module_anywhere' (inference.py, line 2)" in error.message
     hanging = loaded(tmp_path, "h", "import time\ntime.sleep(600)\n")
-    assert refused(code, hanging, 2).status == 504
+    error = refused(code, hanging, 2)
+    assert error.status == 504
+    assert error.message == f"importing {hanging.code_dir / 'inference.py'} took over 2s"
+
+
+def test_an_import_error_of_several_lines_is_answered_whole(tmp_path, site):
+    noisy = "import sys\nprint('noise', file=sys.stderr)\nraise ValueError('first\\nsecond')\n"
+    model = loaded(tmp_path, "m", noisy)
+    error = refused(model_code(tmp_path, site), model, 60)
+    assert error.status == 400
+    assert error.message == (
+        f"importing {model.code_dir / 'inference.py'} failed: ValueError: first\nsecond "
+        "(inference.py, line 3)"
+    )
 
 
 def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site, caplog):
