@@ -50,6 +50,7 @@ def loaded(
         (url / "code").mkdir()
         (url / "code" / "inference.py").write_text(code)
     for file, text in (files or {}).items():
+        (url / "code").mkdir(exist_ok=True)
         (url / "code" / file).write_text(text)
     return LoadedModel(name, str(url), internal_name(name), str(url), (1,))
 
@@ -91,6 +92,15 @@ def test_a_models_own_code_else_the_universal_code_else_none(tmp_path, site):
     code = model_code(tmp_path, site, universal)
     assert handled(code.handlers(other)) == "universal"
     assert handled(code.handlers(own)) == "own"
+
+
+def test_a_code_folder_without_inference_py_is_no_code_of_the_models_own(tmp_path, site):
+    model = loaded(tmp_path, "m", None, UNINSTALLABLE)  # code/requirements.txt alone
+    code = model_code(tmp_path, site)
+    assert code.prepare(model, time.monotonic() + 60) == model  # nothing installed, no pool
+    assert code.handlers(model) == Handlers()  # the built-in formats, not a 500 per request
+    universal = Handlers(handler=lambda data, context: "universal")
+    assert handled(model_code(tmp_path, site, universal).handlers(model)) == "universal"
 
 
 def test_handlers_are_cached_until_forgotten(tmp_path, site):
