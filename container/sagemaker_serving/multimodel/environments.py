@@ -166,7 +166,10 @@ class ModelEnvironments:
                 )
             if psutil.virtual_memory().available < self.config.memory_reserve_bytes:
                 raise MultiModelError(
-                    "Not enough memory to start the model's handler processes", 507
+                    "Not enough memory to start the model's handler processes (less than "
+                    f"SAGEMAKER_MME_MEMORY_RESERVE_MB={self.config.memory_reserve_bytes >> 20} "
+                    "free)",
+                    507,
                 )
             pool_dir = handler_pool.new_pool_dir(self.pools_dir)
             slot = reserved / pool_dir.name
