@@ -54,17 +54,17 @@ class ModelCode:
         processes; else its inference.py tried in a process of its own, so code that cannot
         be imported fails the load (400) and not every invocation after it."""
         self._stop_leftovers()
-        if not _own_code(model.code_dir):
-            if build.has_user_code(model.code_dir):
-                log.warning(
-                    "model %s: %s has no %s, so nothing of it is used (no install): the "
-                    "universal code or the built-in formats serve the model",
-                    model.name,
-                    model.code_dir,
-                    INFERENCE_FILE,
-                )
+        if not build.has_user_code(model.code_dir):
             return model
         env_dir, pool_dir = self.environments.prepare(model.code_dir, model.internal_name, deadline)
+        if not _own_code(model.code_dir):  # requirements.txt installed (or refused), lib/ ...
+            log.warning(
+                "model %s: %s has no %s: the universal code or the built-in formats serve it",
+                model.name,
+                model.code_dir,
+                INFERENCE_FILE,
+            )
+            return replace(model, environment=env_dir)
         if not pool_dir:
             try:
                 build.check_import(
@@ -165,5 +165,5 @@ class ModelCode:
 
 def _own_code(code_dir: Path) -> bool:
     """Whether the model has handlers of its own: code/inference.py (a code/ without it, only
-    requirements.txt or lib/, has nothing that could use them)."""
+    requirements.txt or lib/, has none, as a single model's has none)."""
     return (code_dir / INFERENCE_FILE).is_file()

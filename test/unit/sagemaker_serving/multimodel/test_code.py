@@ -94,13 +94,19 @@ def test_a_models_own_code_else_the_universal_code_else_none(tmp_path, site):
     assert handled(code.handlers(own)) == "own"
 
 
-def test_a_code_folder_without_inference_py_is_no_code_of_the_models_own(tmp_path, site):
-    model = loaded(tmp_path, "m", None, UNINSTALLABLE)  # code/requirements.txt alone
+def test_a_code_folder_without_inference_py_installs_but_has_no_handlers(tmp_path, site):
+    """As a single model's: its requirements.txt is installed (a failed install refuses the
+    load), and the universal code or the built-in formats serve it."""
+    model = loaded(tmp_path, "m", None, {"requirements.txt": "tinypkg==1.0\n"})
+    tiny_wheel(model.code_dir / "wheelhouse")
     code = model_code(tmp_path, site)
-    assert code.prepare(model, time.monotonic() + 60) == model  # nothing installed, no pool
-    assert code.handlers(model) == Handlers()  # the built-in formats, not a 500 per request
+    prepared = code.prepare(model, time.monotonic() + 120)
+    assert not prepared.handlers and Path(prepared.environment).is_dir()  # installed, no pool
+    assert code.handlers(prepared) == Handlers()  # the built-in formats, not a 500 per request
     universal = Handlers(handler=lambda data, context: "universal")
-    assert handled(model_code(tmp_path, site, universal).handlers(model)) == "universal"
+    assert handled(model_code(tmp_path, site, universal).handlers(prepared)) == "universal"
+    failing = loaded(tmp_path, "f", None, UNINSTALLABLE)
+    assert refused(code, failing, 120).status == 400
 
 
 def test_handlers_are_cached_until_forgotten(tmp_path, site):
