@@ -396,12 +396,16 @@ def _hash_tree(digest: hashlib._Hash, path: Path) -> None:
 
 IMPORT_FAILED = "import check failed: "  # then the error as JSON: one line, whatever it says
 IMPORT_CHECK = f"""
-import json, sys
+import json, os, signal, sys
 from pathlib import Path
+from process_utils import die_with_parent
+die_with_parent(signal.SIGKILL)  # a worker killed mid-load: its import check with it
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(3)  # it was killed before that
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.user_code.loading import UserCodeError
 try:
-    import_handlers(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])
+    import_handlers(Path(sys.argv[2]), sys.argv[3], sys.argv[4:])
 except UserCodeError as exc:
     print({IMPORT_FAILED!r} + json.dumps(str(exc)), file=sys.stderr)
     sys.exit(3)
@@ -410,9 +414,9 @@ except UserCodeError as exc:
 
 def check_import(code_dir: Path, module: str, paths: list[str], timeout_seconds: float) -> None:
     """Import inference.py as the service's workers will, in a process of its own (an import
-    that hangs or crashes takes no worker with it). UserCodeError with the import's message,
-    UserCodeTimeout past the time."""
-    command = [sys.executable, "-c", IMPORT_CHECK, str(code_dir), module, *paths]
+    that hangs or crashes takes no worker with it; a worker killed meanwhile takes it along).
+    UserCodeError with the import's message, UserCodeTimeout past the time."""
+    command = [sys.executable, "-c", IMPORT_CHECK, str(os.getpid()), str(code_dir), module, *paths]
     result = run_in_group(command, code_dir, timeout_seconds)
     path = code_dir / INFERENCE_FILE
     if result is None:
