@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import json
 import logging
 import os
 import shutil
@@ -393,27 +394,35 @@ def _hash_tree(digest: hashlib._Hash, path: Path) -> None:
                 digest.update(chunk)
 
 
-IMPORT_CHECK = """
-import sys
+IMPORT_FAILED = "import check failed: "  # then the error as JSON: one line, whatever it says
+IMPORT_CHECK = f"""
+import json, os, signal, sys
 from pathlib import Path
+from process_utils import die_with_parent
+die_with_parent(signal.SIGKILL)  # a worker killed mid-load: its import check with it
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(3)  # it was killed before that
 from sagemaker_serving.environments.hidden import import_handlers
 from sagemaker_serving.user_code.loading import UserCodeError
 try:
-    import_handlers(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])
+    import_handlers(Path(sys.argv[2]), sys.argv[3], sys.argv[4:])
 except UserCodeError as exc:
-    print(exc, file=sys.stderr)
+    print({IMPORT_FAILED!r} + json.dumps(str(exc)), file=sys.stderr)
     sys.exit(3)
 """
 
 
 def check_import(code_dir: Path, module: str, paths: list[str], timeout_seconds: float) -> None:
     """Import inference.py as the service's workers will, in a process of its own (an import
-    that hangs or crashes takes no worker with it). UserCodeError with the import's message,
-    UserCodeTimeout past the time."""
-    command = [sys.executable, "-c", IMPORT_CHECK, str(code_dir), module, *paths]
+    that hangs or crashes takes no worker with it; a worker killed meanwhile takes it along).
+    UserCodeError with the import's message, UserCodeTimeout past the time."""
+    command = [sys.executable, "-c", IMPORT_CHECK, str(os.getpid()), str(code_dir), module, *paths]
     result = run_in_group(command, code_dir, timeout_seconds)
+    path = code_dir / INFERENCE_FILE
     if result is None:
-        raise UserCodeTimeout(f"importing code/inference.py took over {timeout_seconds:.0f}s")
+        raise UserCodeTimeout(f"importing {path} took over {timeout_seconds:.0f}s")
     if result.returncode != 0:
-        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-        raise UserCodeError(lines[-1] if lines else "importing code/inference.py failed")
+        lines = [line for line in result.stderr.splitlines() if line.startswith(IMPORT_FAILED)]
+        if lines:
+            raise UserCodeError(json.loads(lines[-1][len(IMPORT_FAILED) :]))
+        raise UserCodeError(f"importing {path} failed (exit code {result.returncode})")

@@ -23,6 +23,7 @@ from sagemaker_serving.user_code.loading import UserCodeError
 
 POLL_SECONDS = 0.02
 STOP_SECONDS = 5.0
+STOPPED_NAME = "stopped"  # in the pool's folder once `stop` began: its calls' ends are no crash
 
 
 class PoolError(UserCodeError):
@@ -136,6 +137,11 @@ def running(directory: Path) -> bool:
     return _pid(directory) != 0
 
 
+def stopped(directory: Path) -> bool:
+    """Whether the pool was stopped (its model unloaded, or serve stopping), not crashed."""
+    return (directory / STOPPED_NAME).exists() or not directory.exists()
+
+
 def member(pid: int, directory: str | Path) -> bool:
     """Whether process `pid` is one of the pool's in `directory` (its master or a worker: their
     command line names it), not another process that took a pid or a socket over."""
@@ -159,6 +165,8 @@ def _pid(directory: Path) -> int:
 def stop(directory: Path, deadline: float) -> None:
     """SIGTERM to the pool's process group, SIGKILL past `deadline` to its master and what ran
     under it (a handler's detached child too); its folder removed."""
+    with contextlib.suppress(OSError):
+        (directory / STOPPED_NAME).touch()
     pid = _pid(directory)
     master = tree.proc(pid) if pid > 0 else None
     if master is not None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from sagemaker_serving.environments import protocol
 from sagemaker_serving.environments.messages import context_fields
-from sagemaker_serving.environments.pool import SOCKET_NAME, member, wait_ready
+from sagemaker_serving.environments.pool import SOCKET_NAME, member, stopped, wait_ready
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.user_code.handler_api import Context
 from sagemaker_serving.user_code.loading import Handlers
@@ -99,6 +99,13 @@ class HandlerPool:
                 500,
             ) from None
         except (asyncio.IncompleteReadError, ConnectionError, protocol.ProtocolError) as exc:
+            if stopped(Path(self.socket_path).parent):
+                log.warning("the handler processes were stopped while running the handlers")
+                raise HandlerProcessError(
+                    "The handler processes were stopped before the handlers finished (the "
+                    "model was unloaded, or the endpoint is stopping)",
+                    503,
+                ) from None
             self.unreachable = True  # a crash, or the whole pool gone: code.py looks
             log.error("the handler process ended while running the handlers: %r", exc)
             raise HandlerProcessError(

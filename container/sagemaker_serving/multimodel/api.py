@@ -132,8 +132,9 @@ class ModelSink:
         path = urlsplit(raw.decode("latin-1")).path
         rest = path[len(PREFIX) :] if path.startswith(PREFIX) else ""
         invoke = rest.endswith(INVOKE_SUFFIX)
-        name = unquote(rest[: -len(INVOKE_SUFFIX)] if invoke else rest)
+        name = ""
         try:
+            name = _decoded(rest[: -len(INVOKE_SUFFIX)] if invoke else rest)
             if not name:
                 raise MultiModelError("Not Found", 404)
             if invoke:
@@ -179,6 +180,19 @@ class ModelSink:
             raise MultiModelError(f"Model {name}: {type(exc).__name__}: {exc}", 500) from None
 
 
+def _decoded(name: str) -> str:
+    """The model name in the path, percent-decoded: 400 when the bytes it encodes are no
+    UTF-8 (never a name other than the one sent, with U+FFFD in their place)."""
+    try:
+        return unquote(name, errors="strict")
+    except UnicodeDecodeError:
+        raise _not_utf8("The model name in the path") from None
+
+
+def _not_utf8(what: str) -> MultiModelError:
+    return MultiModelError(f"{what} is not valid UTF-8 once percent-decoded", 400)
+
+
 def _limit(text: str | None) -> int:
     if text is None or text == "":
         return DEFAULT_PAGE_SIZE
@@ -197,7 +211,10 @@ def _load_request(req: Request, body: bytes) -> tuple[str, str]:
             raise MultiModelError(f"The request body is not valid JSON: {exc}", 400) from None
     if not isinstance(doc, dict):
         raise MultiModelError('Expected a JSON object {"model_name": ..., "url": ...}', 400)
-    query = parse_qs(req.query_string)
+    try:
+        query = parse_qs(req.query_string, errors="strict")
+    except UnicodeDecodeError:
+        raise _not_utf8("The query string") from None
     name = doc.get("model_name", query.get("model_name", [None])[0])
     url = doc.get("url", query.get("url", [None])[0])
     if name is None or url is None:

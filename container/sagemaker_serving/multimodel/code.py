@@ -1,4 +1,4 @@
-"""Each multi-model model's handlers: its own code/, else the universal code directory, else
+"""Each multi-model model's handlers: its own code/inference.py, else the universal code, else
 the built-in formats. A model's own code that brings packages runs in handler processes of
 its own (environments.py); the rest is imported in the workers, and tried at load."""
 
@@ -18,6 +18,7 @@ from sagemaker_serving.multimodel.environments import ModelEnvironments
 from sagemaker_serving.multimodel.errors import MultiModelError
 from sagemaker_serving.multimodel.registry import LoadedModel, Registry
 from sagemaker_serving.user_code.loading import (
+    INFERENCE_FILE,
     Handlers,
     UserCodeError,
     UserCodeTimeout,
@@ -56,6 +57,14 @@ class ModelCode:
         if not build.has_user_code(model.code_dir):
             return model
         env_dir, pool_dir = self.environments.prepare(model.code_dir, model.internal_name, deadline)
+        if not _own_code(model.code_dir):  # requirements.txt installed (or refused), lib/ ...
+            log.warning(
+                "model %s: %s has no %s: the universal code or the built-in formats serve it",
+                model.name,
+                model.code_dir,
+                INFERENCE_FILE,
+            )
+            return replace(model, environment=env_dir)
         if not pool_dir:
             try:
                 build.check_import(
@@ -104,7 +113,8 @@ class ModelCode:
 
     def _stop_leftovers(self) -> None:
         used = {m.handlers for m in self.registry.read().values() if m.handlers}
-        for pool_dir in self.environments.leftovers(used):
+        crashed = {m.handlers for m in self.registry.unloaded_by_a_crash().values() if m.handlers}
+        for pool_dir in self.environments.leftovers(used, crashed):
             log.warning("stopping handler processes no loaded model uses: %s", pool_dir)
             self.environments.release(pool_dir)
 
@@ -128,7 +138,7 @@ class ModelCode:
             return handlers
 
     def _load(self, model: LoadedModel) -> Handlers:
-        if build.has_user_code(model.code_dir):
+        if _own_code(model.code_dir):
             if model.handlers:
                 try:  # ready since its load (or its revival): asked once, not waited for
                     return pool_handlers(
@@ -151,3 +161,9 @@ class ModelCode:
     def forget(self, model: LoadedModel) -> None:
         with self._lock:
             self._drop(model.internal_name)
+
+
+def _own_code(code_dir: Path) -> bool:
+    """Whether the model has handlers of its own: code/inference.py (a code/ without it, only
+    requirements.txt or lib/, has none, as a single model's has none)."""
+    return (code_dir / INFERENCE_FILE).is_file()

@@ -39,7 +39,7 @@ from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
-from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
+from sagemaker_serving.user_code.loading import INFERENCE_FILE, UserCodeError, UserCodeTimeout
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,8 @@ class ModelEnvironments:
                 if made:
                     shutil.rmtree(env_dir, ignore_errors=True)
                 return "", ""
+            if not (code_dir / INFERENCE_FILE).is_file():  # no handlers to run there
+                return str(env_dir), ""
             try:
                 self._start(environment, internal_name, env_dir, pool_dir, deadline)
             except BaseException:
@@ -135,14 +137,14 @@ class ModelEnvironments:
             handler_pool.stop(Path(pool_dir), time.monotonic() + STOP_SECONDS)
             self._record_path(Path(pool_dir)).unlink(missing_ok=True)
 
-    def leftovers(self, used: set[str]) -> list[str]:
-        """Pools no loaded model uses (their models went with a model server's death), old
-        enough not to be a load's in progress."""
+    def leftovers(self, used: set[str], crashed: set[str]) -> list[str]:
+        """Pools no loaded model uses: those of models a model server's death unloaded
+        (`crashed`), and any other old enough not to be a load's in progress."""
         oldest = time.time() - self.config.load_timeout_seconds - RECORD_GRACE_SECONDS
         return [
             doc["pool"]
             for doc in _documents(self.state_dir)
-            if doc["pool"] not in used and doc["written"] < oldest
+            if doc["pool"] not in used and (doc["pool"] in crashed or doc["written"] < oldest)
         ]
 
     # ----- helpers --------------------------------------------------------------------------
@@ -166,7 +168,10 @@ class ModelEnvironments:
                 )
             if psutil.virtual_memory().available < self.config.memory_reserve_bytes:
                 raise MultiModelError(
-                    "Not enough memory to start the model's handler processes", 507
+                    "Not enough memory to start the model's handler processes (less than "
+                    f"SAGEMAKER_MME_MEMORY_RESERVE_MB={self.config.memory_reserve_bytes >> 20} "
+                    "free)",
+                    507,
                 )
             pool_dir = handler_pool.new_pool_dir(self.pools_dir)
             slot = reserved / pool_dir.name

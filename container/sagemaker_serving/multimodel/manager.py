@@ -224,8 +224,9 @@ class MultiModelManager:
         available = psutil.virtual_memory().available - self.memory_reserve_bytes
         if needed > available:
             raise MultiModelError(
-                f"Not enough memory to load model {name}: it needs about {needed >> 20} MiB "
-                f"and {max(0, available) >> 20} MiB are free",
+                f"Not enough memory to load model {name}: it needs about {-(-needed >> 20)} MiB "
+                f"and {max(0, available) >> 20} MiB are free beyond "
+                f"SAGEMAKER_MME_MEMORY_RESERVE_MB={self.memory_reserve_bytes >> 20}",
                 507,
             )
 

@@ -114,18 +114,23 @@ class Registry:
         the write they come from (with the generation: a stamp that changes whenever they may
         have)."""
         generation = self.generation()
-        try:
-            doc = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}, generation, ""
+        doc = self._document()
         written = doc.get("written", "")
         if doc.get("generation", "") != generation:
             return {}, generation, written
-        models = {
-            item["name"]: LoadedModel(**{**item, "versions": tuple(item["versions"])})
-            for item in doc["models"]
-        }
-        return models, generation, written
+        return _models(doc), generation, written
+
+    def unloaded_by_a_crash(self) -> dict[str, LoadedModel]:
+        """The models a model server's death unloaded (listed under an older generation, and
+        not written over since): their handler processes are leftovers."""
+        doc = self._document()
+        return _models(doc) if doc and doc.get("generation", "") != self.generation() else {}
+
+    def _document(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
 
     def write(self, models: dict[str, LoadedModel], generation: str) -> None:
         """Replace the file atomically (readers never see half of it); hold the lock.
@@ -137,3 +142,10 @@ class Registry:
             "models": [asdict(m) for m in models.values()],
         }
         files.replace_text(self.path, json.dumps(doc))
+
+
+def _models(doc: dict) -> dict[str, LoadedModel]:
+    return {
+        item["name"]: LoadedModel(**{**item, "versions": tuple(item["versions"])})
+        for item in doc.get("models", [])
+    }

@@ -196,3 +196,42 @@ def test_folders_of_data_beside_inference_py_are_no_modules(code, site, tmp_path
     (code / "assets").mkdir()
     (code / "assets" / "labels.txt").write_text("cat\ndog\n")
     assert prepare(code, site, tmp_path, shared_process=True).python is None
+
+
+def test_an_import_check_ends_with_the_worker_that_started_it(tmp_path):
+    """A gunicorn worker killed during a multi-model load: its import of a hanging
+    inference.py (in a session of its own) must not run on for as long as the code hangs."""
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "inference.py").write_text("import time\ntime.sleep(600)\n")
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from sagemaker_serving.environments import"
+            " build; build.check_import(Path(sys.argv[1]), 'inference_x', [], 600)",
+            str(code_dir),
+        ]
+    )
+
+    def checks() -> list[psutil.Process]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            if str(code_dir) in " ".join(p.info["cmdline"] or []) and p.pid != worker.pid:
+                found.append(p)
+        return [p for p in found if p.status() != psutil.STATUS_ZOMBIE]
+
+    deadline = time.monotonic() + 30
+    while not checks() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert checks(), "the import check did not start"
+    time.sleep(0.5)  # importing: the worker waits on it
+    worker.kill()
+    worker.wait(10)
+    deadline = time.monotonic() + 10
+    while checks() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = checks()
+    for p in left:
+        p.kill()
+    assert not left

@@ -219,6 +219,23 @@ def test_a_crash_is_a_500_and_the_pool_starts_another_process(running):
     assert len(pids) == 2 and proc.poll() is None
 
 
+def test_a_call_the_pool_is_stopped_under_is_a_503_saying_so_not_a_crash(running):
+    spec, proc = running
+    pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)
+    stopper = threading.Timer(0.5, pool.stop, (spec.directory, time.monotonic() + 1))
+    stopper.start()  # the model is unloaded while its call runs past the pool's drain
+    try:
+        with pytest.raises(HandlerProcessError) as stopped:
+            call(spec, b"sleep 10")
+    finally:
+        stopper.join()
+    assert (stopped.value.status, stopped.value.message) == (
+        503,
+        "The handler processes were stopped before the handlers finished (the model was "
+        "unloaded, or the endpoint is stopping)",
+    )
+
+
 def test_a_call_past_the_deadline_is_a_504(running):
     spec, proc = running
     pool.wait_ready(spec.directory, time.monotonic() + 60, lambda: proc.poll() is None)

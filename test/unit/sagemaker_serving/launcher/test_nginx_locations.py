@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -99,3 +100,41 @@ def test_a_model_server_that_does_not_answer_is_a_json_503(tmp_path: Path):
         status, body = ask(port, "POST", "/invocations", TFS_REQUEST)
     assert status == 503, body
     assert json.loads(body)["error"] == "The model server is unavailable"
+
+
+class SlowService(Backend):
+    """A Python service whose every answer but /ping takes SLOW_SECONDS."""
+
+    def _answer(self) -> None:
+        if self.path.split("?")[0] != "/ping":
+            time.sleep(SLOW_SECONDS)
+        super()._answer()
+
+    do_GET = do_POST = do_DELETE = _answer
+
+
+SLOW_SECONDS = 3.0
+
+
+def test_a_multi_model_invocation_has_the_invocation_timeout_and_a_load_the_loads(
+    tmp_path: Path, monkeypatch
+):
+    """/models/<name>/invoke is an invocation: nginx's read timeout is the invocations' (as for
+    /invocations), not the load timeout (SAGEMAKER_TFS_WAIT_TIME_SECONDS + 10) of /models."""
+    monkeypatch.setattr(Backend, "big", 100)
+    env = {
+        "SAGEMAKER_MULTI_MODEL": "true",
+        "SAGEMAKER_NGINX_PROXY_READ_TIMEOUT_SECONDS": "1",
+        "SAGEMAKER_GUNICORN_TIMEOUT_SECONDS": "1",
+    }
+    with nginx_front.front_door(tmp_path, env, True, Backend, SlowService) as port:
+        started = time.monotonic()
+        status, body = ask(port, "POST", "/models/a%2Fb/invoke", TFS_REQUEST)
+        assert time.monotonic() - started < SLOW_SECONDS
+        assert (status, json.loads(body)["error"]) == (
+            504,
+            "Gateway Timeout: the invocation did not finish within 1 s",
+        )
+        load = b'{"model_name": "m", "url": "m"}'
+        for method, path in (("POST", "/models"), ("DELETE", "/models/x%2Finvoke")):
+            assert ask(port, method, path, load)[0] == 200, path  # slower than 1 s: no 504

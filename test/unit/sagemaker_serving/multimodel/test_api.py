@@ -199,3 +199,16 @@ def closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_a_name_whose_percent_encoding_is_no_utf8_is_a_400_not_another_name(api):
+    """%FF decodes to no character: the name is refused, not turned into U+FFFD silently."""
+    for reply in (
+        api.simulate_post("/models", query_string="model_name=q%FF&url=plain"),
+        api.simulate_get("/models/q%FF"),
+        api.simulate_post("/models/q%FF/invoke", body="{}"),
+        api.simulate_delete("/models/q%FF"),
+    ):
+        assert reply.status_code == 400, reply.text
+        assert "not valid UTF-8" in reply.json["error"]
+    assert api.simulate_get("/models").json == {"models": []}

@@ -50,6 +50,7 @@ def loaded(
         (url / "code").mkdir()
         (url / "code" / "inference.py").write_text(code)
     for file, text in (files or {}).items():
+        (url / "code").mkdir(exist_ok=True)
         (url / "code" / file).write_text(text)
     return LoadedModel(name, str(url), internal_name(name), str(url), (1,))
 
@@ -93,6 +94,21 @@ def test_a_models_own_code_else_the_universal_code_else_none(tmp_path, site):
     assert handled(code.handlers(own)) == "own"
 
 
+def test_a_code_folder_without_inference_py_installs_but_has_no_handlers(tmp_path, site):
+    """As a single model's: its requirements.txt is installed (a failed install refuses the
+    load), and the universal code or the built-in formats serve it."""
+    model = loaded(tmp_path, "m", None, {"requirements.txt": "tinypkg==1.0\n"})
+    tiny_wheel(model.code_dir / "wheelhouse")
+    code = model_code(tmp_path, site)
+    prepared = code.prepare(model, time.monotonic() + 120)
+    assert not prepared.handlers and Path(prepared.environment).is_dir()  # installed, no pool
+    assert code.handlers(prepared) == Handlers()  # the built-in formats, not a 500 per request
+    universal = Handlers(handler=lambda data, context: "universal")
+    assert handled(model_code(tmp_path, site, universal).handlers(prepared)) == "universal"
+    failing = loaded(tmp_path, "f", None, UNINSTALLABLE)
+    assert refused(code, failing, 120).status == 400
+
+
 def test_handlers_are_cached_until_forgotten(tmp_path, site):
     model = loaded(tmp_path, "m", "def handler(data, context): return 1\n")
     code = model_code(tmp_path, site)
@@ -112,7 +128,20 @@ def test_inference_py_alone_runs_in_the_workers_and_is_tried_at_load(tmp_path, s
     assert error.status == 400
     assert "No module named 'no_such_module_anywhere' (inference.py, line 2)" in error.message
     hanging = loaded(tmp_path, "h", "import time\ntime.sleep(600)\n")
-    assert refused(code, hanging, 2).status == 504
+    error = refused(code, hanging, 2)
+    assert error.status == 504
+    assert error.message == f"importing {hanging.code_dir / 'inference.py'} took over 2s"
+
+
+def test_an_import_error_of_several_lines_is_answered_whole(tmp_path, site):
+    noisy = "import sys\nprint('noise', file=sys.stderr)\nraise ValueError('first\\nsecond')\n"
+    model = loaded(tmp_path, "m", noisy)
+    error = refused(model_code(tmp_path, site), model, 60)
+    assert error.status == 400
+    assert error.message == (
+        f"importing {model.code_dir / 'inference.py'} failed: ValueError: first\nsecond "
+        "(inference.py, line 3)"
+    )
 
 
 def test_requirements_give_the_model_handler_processes_of_its_own(tmp_path, site, caplog):
@@ -232,6 +261,21 @@ def test_pools_no_loaded_model_uses_are_stopped_once_older_than_a_load(tmp_path,
         os.utime(record, (time.time() - 3600, time.time() - 3600))
     code.prepare(loaded(tmp_path, "c"), time.monotonic() + 60)
     assert not Path(prepared.handlers).exists()
+
+
+def test_the_pools_of_models_a_model_server_death_unloaded_free_their_slots_at_once(tmp_path, site):
+    first = loaded(tmp_path, "a", "def handler(d, c): return 1\n", OWN_ENVIRONMENT)
+    code = model_code(tmp_path, site, max_count=1)
+    registry = Registry(tmp_path / "state")
+    prepared = code.prepare(first, time.monotonic() + 60)
+    registry.write({"a": prepared}, registry.generation())
+    registry.invalidate()  # a model server died: "a" counts as unloaded; SageMaker loads it
+    again = code.prepare(first, time.monotonic() + 60)  # not a 507 for the next 6 minutes
+    try:
+        assert not Path(prepared.handlers).exists()
+        assert again.handlers != prepared.handlers and handler_pool.running(Path(again.handlers))
+    finally:
+        code.release(again)
 
 
 def test_a_model_whose_pool_is_gone_gets_one_again(tmp_path, site):

@@ -151,6 +151,20 @@ def test_load_and_unload_answer_in_the_aws_containers_words(tmp_path, model_root
         assert (info.value.status, info.value.message) == (404, "Model a is not loaded yet.")
 
 
+def test_a_load_short_of_memory_is_507_naming_the_reserve_it_keeps(tmp_path, model_root):
+    reserve = 1 << 50  # more than any machine has
+    mm = MultiModelManager(
+        Registry(tmp_path / "state"), FakeModelServers(), model_root, 5.0, reserve
+    )
+    with pytest.raises(MultiModelError) as info:
+        mm.load("a", "a")
+    assert (info.value.status, info.value.message) == (
+        507,
+        "Not enough memory to load model a: it needs about 1 MiB and 0 MiB are free beyond "
+        f"SAGEMAKER_MME_MEMORY_RESERVE_MB={reserve >> 20}",
+    )
+
+
 def test_a_load_past_its_deadline_is_504_and_taken_back_out_of_every_instance(tmp_path, model_root):
     def states(index, model, deadline):
         if model == internal_name("b"):
