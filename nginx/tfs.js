@@ -63,7 +63,11 @@ function tfsPath(r, only) {
     var method = RULES.defaultMethod;
     var pairs = (r.headersIn[ATTRIBUTES] || '').split(',');
     for (var k = 0; k < pairs.length; k++) {
-        var pair = pairs[k].trim();
+        var start = pairs[k].indexOf(RULES.keyPrefix);
+        if (start < 0) {
+            continue;
+        }
+        var pair = pairs[k].slice(start).trim();
         var eq = pair.indexOf('=');
         var key = (eq < 0 ? pair : pair.slice(0, eq)).trim();
         var value = eq < 0 ? '' : pair.slice(eq + 1).trim();

@@ -354,6 +354,21 @@ def test_one_field_of_several_megabytes(any_stack, body, content_type):
     assert_nginx_memory_returns(any_stack, before)
 
 
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(b'{"instances": ["abcd"]}', "application/json"), (b'"abcd"\n', "application/jsonlines")],
+    ids=["json", "jsonlines"],
+)
+def test_a_pair_after_other_attributes_routes_as_in_the_aws_container(
+    any_stack, body, content_type
+):
+    """The AWS container scans the header for `tfs-...=...`: `trace=7;tfs-model-name=strings`
+    names the model (nginx's pass-through and the service alike)."""
+    reply = post(any_stack, body, content_type, **{CA: "trace=7;tfs-model-name=strings"})
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"predictions": [4]}
+
+
 @pytest.mark.parametrize("extra", [0, 1], ids=["at_the_limit", "one_byte_over"])
 def test_a_chunked_body_is_served_up_to_the_limit_and_413_json_past_it(any_stack, extra):
     """The framing of a chunked body near the limit once pushed it into a temporary file that

@@ -19,6 +19,9 @@ HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 MODEL_NAME = "tfs-model-name"
 MODEL_VERSION = "tfs-model-version"
 METHOD = "tfs-method"
+# Where a pair starts in its comma-separated item: the AWS container scans the header for
+# `tfs-[a-z-]+=[^,]+`, so `trace=1;tfs-model-name=m` names m.
+KEY_PREFIX = "tfs-"
 
 # Patterns in the syntax Python and JavaScript share (matched whole on both paths).
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")

@@ -10,6 +10,7 @@ from sagemaker_serving.config.routing_rules import (
     DEFAULT_METHOD,
     EXPECTED,
     HEADER,
+    KEY_PREFIX,
     METHOD,
     METHODS,
     MODEL_NAME,
@@ -46,10 +47,15 @@ _VALID: dict[str, Callable[[str], object]] = {
 
 def parse_route(header: str | None, default_model: str) -> Route:
     """Read tfs-model-name, tfs-model-version and tfs-method, in the header's order (the
-    last of a key wins); the first bad value is a 400, in the fast path's words."""
+    last of a key wins); the first bad value is a 400, in the fast path's words. A pair is
+    found where it starts in its comma-separated item, as the AWS container's scan finds it
+    (`trace=1;tfs-model-name=m` names m)."""
     values: dict[str, str] = {}
-    for pair in (header or "").split(","):
-        key, _, value = pair.strip().partition("=")
+    for item in (header or "").split(","):
+        start = item.find(KEY_PREFIX)
+        if start < 0:
+            continue
+        key, _, value = item[start:].partition("=")
         key, value = key.strip(), value.strip()
         valid = _VALID.get(key)
         if valid is None:

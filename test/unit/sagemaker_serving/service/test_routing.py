@@ -20,6 +20,7 @@ from sagemaker_serving.service.routing import Route, parse_route
             Route("m.v_2-x", "7", "regress", "m.v_2-x", "regress"),
         ),
         ("tfs-model-name=a,tfs-model-name=b", Route("b", model_given="b")),  # the last wins
+        ("trace=1;tfs-model-name=m, id=tfs-", Route("m", model_given="m")),  # found as AWS does
         ("tfs-method=classify", Route("default", method="classify", method_given="classify")),
     ],
 )
