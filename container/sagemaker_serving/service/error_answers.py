@@ -8,6 +8,7 @@ anything else is a 500 whose stack trace goes to the log, not to the client.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from http import HTTPStatus
@@ -20,6 +21,10 @@ from sagemaker_serving.errors import StatusError, error_body
 from sagemaker_serving.user_code.contract import HandlerResultError
 
 log = logging.getLogger("sagemaker_serving.service")
+
+# The request itself ending (its task cancelled, its answer's generator closed): passed on,
+# never answered. Anything else a handler raises, BaseException too (sys.exit()), is answered.
+REQUEST_ENDING = (asyncio.CancelledError, GeneratorExit)
 
 
 def status_and_message(exc: BaseException, failed: str = "unhandled error") -> tuple[int, str]:

@@ -3,7 +3,6 @@ Context and deadline, the pipeline (pipeline.py), then the answer or the error w
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -20,7 +19,11 @@ from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.builtin import BuiltinFormats
 from sagemaker_serving.service import streaming
-from sagemaker_serving.service.error_answers import status_and_message, write_error
+from sagemaker_serving.service.error_answers import (
+    REQUEST_ENDING,
+    status_and_message,
+    write_error,
+)
 from sagemaker_serving.service.metrics import ServiceMetrics
 from sagemaker_serving.service.pipeline import Pipeline
 from sagemaker_serving.service.placement import Placement
@@ -137,9 +140,9 @@ class Invocations:
             write_answer(resp, body)
             resp.content_type = answer.content_type
             resp.status = falcon.code_to_http_status(answer.status)
-        except (asyncio.CancelledError, GeneratorExit):  # the request itself is ending
+        except REQUEST_ENDING:
             raise
-        except BaseException as exc:  # sys.exit() in a handler too, and any BaseException
+        except BaseException as exc:  # sys.exit() in a handler too (error_answers)
             status, message = status_and_message(exc, "handler failed")
             quoted = (*getattr(exc, "quoted", ()), *((label,) if label else ()))
             write_error(resp, status, _named(message, model_name, label), request_id, quoted)

@@ -21,7 +21,7 @@ from falcon.asgi import Response
 from sagemaker_serving.config.log_setup import REQUEST_ID
 from sagemaker_serving.errors import StatusError, error_body
 from sagemaker_serving.formats.media import media_type
-from sagemaker_serving.service.error_answers import status_and_message
+from sagemaker_serving.service.error_answers import REQUEST_ENDING, status_and_message
 from sagemaker_serving.service.placement import Placement
 from sagemaker_serving.user_code import fork_guard
 from sagemaker_serving.user_code.contract import chunk_bytes
@@ -99,7 +99,9 @@ async def _sent(
             if data:
                 yield event(data) if events else data
         log.info("the client went away: the streamed answer stopped after %d bytes", sent)
-    except Exception as exc:
+    except REQUEST_ENDING:
+        raise
+    except BaseException as exc:  # a handler's SystemExit too (error_answers)
         status, message = status_and_message(exc, "the streamed answer failed")
         log.warning("the streamed answer failed after %d bytes: %s (%d)", sent, message, status)
         if not events:

@@ -34,3 +34,32 @@ def test_each_chunk_is_one_event(data, name, framed):
 )
 def test_events_when_accept_names_them(accept, wanted):
     assert wants_events(accept) is wanted
+
+
+class HandlersOwnBaseException(BaseException):
+    """What a library may raise: no Exception."""
+
+
+def test_a_base_exception_in_mid_stream_ends_with_its_error_event():
+    import asyncio
+    import json
+
+    from sagemaker_serving.service.placement import Placement
+    from sagemaker_serving.service.streaming import _sent
+
+    def chunks():
+        yield b"first"
+        raise HandlersOwnBaseException("the handler's own words")
+
+    async def collect() -> list[bytes]:
+        placement = Placement("uvicorn", 1)
+        try:
+            return [part async for part in _sent(chunks(), placement, True, "id-1", None, None)]
+        finally:
+            placement.close()
+
+    first, last = asyncio.run(collect())
+    assert first == b"data: first\n\n"
+    name, data = last.decode().splitlines()[:2]
+    assert name == "event: error"
+    assert json.loads(data.removeprefix("data: "))["error"].endswith("the handler's own words")
