@@ -71,6 +71,13 @@ class MemoryCgroup:
         return kills is not None and kills > (self.kills_at_start or 0)
 
 
+def memory_size(size: int) -> str:
+    """'2.0 GiB' from 1 GiB up, else whole MiB ('150 MiB': '0.1 GiB' says too little)."""
+    if size >= 1 << 30:
+        return f"{size / (1 << 30):.1f} GiB"
+    return f"{size / (1 << 20):.0f} MiB"
+
+
 def exit_reason(returncode: int, memory: MemoryCgroup | None = None) -> str:
     """'exited with code 1', 'was killed by SIGSEGV', or for a SIGKILL that the memory cgroup
     counts as an OOM kill: 'was killed by the kernel's out-of-memory killer (...)'."""
@@ -82,7 +89,7 @@ def exit_reason(returncode: int, memory: MemoryCgroup | None = None) -> str:
         name = f"signal {-returncode}"
     if -returncode == signal.SIGKILL and memory is not None and memory.killed_since_start():
         limit = memory.limit_bytes()
-        within = f" of {limit / (1 << 30):.1f} GiB" if limit else ""
+        within = f" of {memory_size(limit)}" if limit else ""
         return (
             f"was killed by the kernel's out-of-memory killer (SIGKILL): out of memory, the "
             f"container's memory limit{within} is too small for it"

@@ -44,6 +44,14 @@ def test_a_sigkill_after_an_oom_kill_in_cgroup_v1_names_the_limit(tmp_path):
     assert memory.is_dir()
 
 
+def test_a_limit_under_a_gib_is_in_mib(tmp_path):
+    """`docker run --memory 150m`: '150 MiB', not '0.1 GiB'."""
+    cgroup_v1(tmp_path, kills=0, limit=150 << 20)
+    cgroup = MemoryCgroup(tmp_path)
+    cgroup_v1(tmp_path, kills=1, limit=150 << 20)
+    assert "memory limit of 150 MiB is too small" in exit_reason(-signal.SIGKILL, cgroup)
+
+
 def test_cgroup_v2_without_a_limit(tmp_path):
     cgroup_v2(tmp_path, kills=4, limit="max")
     cgroup = MemoryCgroup(tmp_path)
