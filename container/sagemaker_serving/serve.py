@@ -86,6 +86,7 @@ NGINX_STOP_SECONDS = (
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
 NGINX_TEST_SECONDS = 30
 READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
+CHILD_DRAIN_SECONDS = 1.0  # a child dead during start-up: the time its last words get to arrive
 
 
 @dataclass
@@ -387,11 +388,14 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             return False
         dead = [c for c in stack.children if not c.alive()]
         if dead:
+            deaths = []
             for child in dead:
                 code = child.proc.returncode if child.proc is not None else None
                 reason = "exited" if code is None else exit_reason(code, supervisor.memory)
                 log.error("%s %s during start-up", child.name, reason)
-            stack.startup_failure = startup_failure(stack)
+                last = child.last_line(CHILD_DRAIN_SECONDS) if code and code > 0 else None
+                deaths.append(f"{child.name} {reason}" + (f": {last}" if last else ""))
+            stack.startup_failure = startup_failure(stack) or "; ".join(deaths)
             if stack.nginx in dead:
                 log.error(
                     "if nginx could not listen on port %d (see its message above), stop what "
@@ -400,11 +404,12 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
                 )
             return False
         if time.monotonic() > deadline:
-            log.error(
-                "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
-                stack.settings.wait_time_seconds,
-                pending or f"nginx is not listening on port {port}",
+            stack.startup_failure = (
+                f"not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS="
+                f"{stack.settings.wait_time_seconds}: "
+                f"{pending or f'nginx is not listening on port {port}'}"
             )
+            log.error("%s", stack.startup_failure)
             return False
         listens = listens or listening(stack.nginx.pid, port)
         pending = service_not_ready(stack.service.socket_path)

@@ -72,6 +72,23 @@ def test_a_model_server_that_cannot_load_its_model_stops_serve(tmp_path):
     result = run_serve(tmp_path / "models", tmp_path, {"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "60"})
     assert result.returncode == 1
     assert re.search(r"model-server-0 exited with code [1-9]\d* during start-up", result.stderr)
+    # the reason is the last line, with the model server's own last words (operations.md)
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert re.search(r"cannot start: model-server-0 exited with code [1-9]\d*: .+", last), last
+    assert "saved_model.pb" in last, last
+
+
+def test_a_start_past_its_wait_time_says_so_on_the_last_line(good_models, tmp_path):
+    """SAGEMAKER_TFS_WAIT_TIME_SECONDS passed (an inference.py slow to import): exit 1, the
+    reason on the last line."""
+    models = tmp_path / "models"
+    shutil.copytree(good_models, models)
+    (models / "code").mkdir()
+    (models / "code" / "inference.py").write_text("import time\n\ntime.sleep(60)\n")
+    result = run_serve(models, tmp_path, {"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "2"})
+    assert result.returncode == 1
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert "cannot start: not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=2" in last, last
 
 
 def test_batching_settings_reach_the_model_server(good_models, tmp_path):
