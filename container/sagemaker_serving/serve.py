@@ -23,6 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+# As PID 1 (the image's entry point) a signal without a handler is dropped: a SIGTERM sent while
+# the imports below run (0.2-0.6 s) was lost, and the container ran on to SageMaker's SIGKILL 30
+# s later. Noted from here on; run() stops at once when one came (signals in the last few
+# milliseconds of the interpreter's own start are still dropped).
+EARLY_STOPS: list[int] = []
+if os.getpid() == 1:
+    for _signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(_signum, lambda signum, _frame: EARLY_STOPS.append(signum))
+
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
 from process_utils.exit_reason import exit_reason
@@ -488,6 +497,8 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_during_startup)
     try:
+        if EARLY_STOPS:  # came while serve was importing its modules
+            raise StopDuringStartup(signal.Signals(EARLY_STOPS[0]).name)
         settings = Settings.from_env()
         log_setup.configure("INFO", settings.log_format)
         if args.model_dir is None:
