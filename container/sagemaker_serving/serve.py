@@ -183,12 +183,13 @@ def model_server_children(
     """The model server instances, their config files written."""
     config = run_dir / "model-config.cfg"
     config.write_text(model_config_text(models))
-    log.info("model config %s:\n%s", config, config.read_text())
+    log.info("model config %s: %s", config, model_config_text(models, one_line=True))
     batching = None
     if settings.enable_batching:
         batching = run_dir / "batching-config.cfg"
         batching.write_text(batching_parameters_text(settings))
-        log.info("batching parameters %s:\n%s", batching, batching.read_text())
+        one_line = " ".join(batching.read_text().split())  # `name { value: N }`s: no strings
+        log.info("batching parameters %s: %s", batching, one_line)
     monitoring = run_dir / "monitoring.cfg"
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
