@@ -455,8 +455,15 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         stack.nginx_conf.write(draining=True)
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
+    unanswered = stack.counts.unanswered
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
     stack.counts.stop()  # what nginx wrote last
+    if cut := stack.counts.unanswered - unanswered:
+        log.warning(
+            "%d request(s) still in progress after the %ds drain were cut off without an answer",
+            cut,
+            NGINX_DRAIN_SECONDS,
+        )
     stop_all(stack.backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
