@@ -1,6 +1,7 @@
 """Why a child process ended, in words: its exit code or signal, and whether the kernel's
 out-of-memory killer ended it (a container's memory cgroup counts its kills, so a model too large
-for `docker run --memory` is named as such instead of a bare SIGKILL)."""
+for `docker run --memory` is named as such instead of a bare SIGKILL); and the memory there is
+to take, within that cgroup's limit (free_memory_bytes)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import signal
 from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+MEMINFO = Path("/proc/meminfo")
 _NO_LIMIT = 1 << 60  # cgroup v1 reports "no limit" as a huge page-aligned number
 
 
@@ -66,9 +68,46 @@ class MemoryCgroup:
             return None
         return int(text)
 
+    def available_bytes(self) -> int | None:
+        """What the limit leaves: the limit less what the cgroup uses, its inactive page cache
+        (which the kernel reclaims first) not counted, as `docker stats` counts; None without
+        a limit."""
+        limit = self.limit_bytes()
+        if limit is None or self.directory is None:
+            return None
+        usage = (_read(self.directory, "memory.current") or "").strip() or (
+            _read(self.directory, "memory.usage_in_bytes") or ""
+        ).strip()
+        if not usage.isdigit():
+            return None
+        stat = _read(self.directory, "memory.stat") or ""
+        match = re.search(r"^(?:total_inactive_file|inactive_file) (\d+)$", stat, re.M)
+        used = int(usage) - (int(match.group(1)) if match else 0)
+        return max(0, limit - max(0, used))
+
     def killed_since_start(self) -> bool:
         kills = self.oom_kills()
         return kills is not None and kills > (self.kills_at_start or 0)
+
+
+def free_memory_bytes(root: Path = CGROUP_ROOT, meminfo: Path = MEMINFO) -> int:
+    """The memory a new load may take: the system's MemAvailable, or what the container's
+    memory limit leaves when that is less (`docker run --memory`, where the system's figure is
+    the host's)."""
+    text = _read(meminfo.parent, meminfo.name) or ""
+    match = re.search(r"^MemAvailable:\s+(\d+) kB$", text, re.M)
+    bounds = [int(match.group(1)) << 10] if match else []  # (Linux has said so since 3.14)
+    within_limit = MemoryCgroup(root).available_bytes()
+    if within_limit is not None:
+        bounds.append(within_limit)
+    return min(bounds, default=_NO_LIMIT)
+
+
+def memory_size(size: int) -> str:
+    """'2.0 GiB' from 1 GiB up, else whole MiB ('150 MiB': '0.1 GiB' says too little)."""
+    if size >= 1 << 30:
+        return f"{size / (1 << 30):.1f} GiB"
+    return f"{size / (1 << 20):.0f} MiB"
 
 
 def exit_reason(returncode: int, memory: MemoryCgroup | None = None) -> str:
@@ -82,7 +121,7 @@ def exit_reason(returncode: int, memory: MemoryCgroup | None = None) -> str:
         name = f"signal {-returncode}"
     if -returncode == signal.SIGKILL and memory is not None and memory.killed_since_start():
         limit = memory.limit_bytes()
-        within = f" of {limit / (1 << 30):.1f} GiB" if limit else ""
+        within = f" of {memory_size(limit)}" if limit else ""
         return (
             f"was killed by the kernel's out-of-memory killer (SIGKILL): out of memory, the "
             f"container's memory limit{within} is too small for it"

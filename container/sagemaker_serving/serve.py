@@ -23,6 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+# As PID 1 (the image's entry point) a signal without a handler is dropped: a SIGTERM sent while
+# the imports below run (0.2-0.6 s) was lost, and the container ran on to SageMaker's SIGKILL 30
+# s later. Noted from here on; run() stops at once when one came (signals in the last few
+# milliseconds of the interpreter's own start are still dropped).
+EARLY_STOPS: list[int] = []
+if os.getpid() == 1:
+    for _signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(_signum, lambda signum, _frame: EARLY_STOPS.append(signum))
+
 from process_utils import tree
 from process_utils.arguments import ArgumentParser
 from process_utils.exit_reason import exit_reason
@@ -86,6 +95,7 @@ NGINX_STOP_SECONDS = (
 NGINX_DRAIN_SECONDS = int(NGINX_STOP_SECONDS) - 1  # nginx ends its own drain before we kill it
 NGINX_TEST_SECONDS = 30
 READY_POLL_SECONDS = 0.05  # start-up: how often the model servers and the service are asked
+CHILD_DRAIN_SECONDS = 1.0  # a child dead during start-up: the time its last words get to arrive
 
 
 @dataclass
@@ -173,12 +183,13 @@ def model_server_children(
     """The model server instances, their config files written."""
     config = run_dir / "model-config.cfg"
     config.write_text(model_config_text(models))
-    log.info("model config %s:\n%s", config, config.read_text())
+    log.info("model config %s: %s", config, model_config_text(models, one_line=True))
     batching = None
     if settings.enable_batching:
         batching = run_dir / "batching-config.cfg"
         batching.write_text(batching_parameters_text(settings))
-        log.info("batching parameters %s:\n%s", batching, batching.read_text())
+        one_line = " ".join(batching.read_text().split())  # `name { value: N }`s: no strings
+        log.info("batching parameters %s: %s", batching, one_line)
     monitoring = run_dir / "monitoring.cfg"
     monitoring.write_text(f'prometheus_config {{ enable: true, path: "{PROMETHEUS_PATH}" }}\n')
     executable, ours = find_model_server()
@@ -387,11 +398,14 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
             return False
         dead = [c for c in stack.children if not c.alive()]
         if dead:
+            deaths = []
             for child in dead:
                 code = child.proc.returncode if child.proc is not None else None
                 reason = "exited" if code is None else exit_reason(code, supervisor.memory)
                 log.error("%s %s during start-up", child.name, reason)
-            stack.startup_failure = startup_failure(stack)
+                last = child.last_line(CHILD_DRAIN_SECONDS) if code and code > 0 else None
+                deaths.append(f"{child.name} {reason}" + (f": {last}" if last else ""))
+            stack.startup_failure = startup_failure(stack) or "; ".join(deaths)
             if stack.nginx in dead:
                 log.error(
                     "if nginx could not listen on port %d (see its message above), stop what "
@@ -400,11 +414,12 @@ def wait_until_ready(stack: Stack, supervisor: Supervisor) -> bool:
                 )
             return False
         if time.monotonic() > deadline:
-            log.error(
-                "not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=%d: %s",
-                stack.settings.wait_time_seconds,
-                pending or f"nginx is not listening on port {port}",
+            stack.startup_failure = (
+                f"not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS="
+                f"{stack.settings.wait_time_seconds}: "
+                f"{pending or f'nginx is not listening on port {port}'}"
             )
+            log.error("%s", stack.startup_failure)
             return False
         listens = listens or listening(stack.nginx.pid, port)
         pending = service_not_ready(stack.service.socket_path)
@@ -440,8 +455,15 @@ def shutdown(stack: Stack, requested_at: float) -> None:
         stack.nginx_conf.write(draining=True)
         stack.nginx.signal(signal.SIGHUP)  # reload: /ping answers 503 from now on
         time.sleep(max(0.0, min(DRAIN_NOTICE_SECONDS, backends_at - time.monotonic())))
+    unanswered = stack.counts.unanswered
     stack.nginx.stop(backends_at - KILL_RESERVE_SECONDS - time.monotonic())
     stack.counts.stop()  # what nginx wrote last
+    if cut := stack.counts.unanswered - unanswered:
+        log.warning(
+            "%d request(s) still in progress after the %ds drain were cut off without an answer",
+            cut,
+            NGINX_DRAIN_SECONDS,
+        )
     stop_all(stack.backends, deadline - KILL_RESERVE_SECONDS - time.monotonic())
     if stack.settings.multi_model:  # the handler pools of models with code of their own
         stop_model_pools(mme_state_dir(stack.run_dir), deadline - time.monotonic())
@@ -483,6 +505,8 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stop_during_startup)
     try:
+        if EARLY_STOPS:  # came while serve was importing its modules
+            raise StopDuringStartup(signal.Signals(EARLY_STOPS[0]).name)
         settings = Settings.from_env()
         log_setup.configure("INFO", settings.log_format)
         if args.model_dir is None:

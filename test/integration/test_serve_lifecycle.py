@@ -231,6 +231,8 @@ def test_sigterm_ends_serve_within_the_budget_whatever_a_handler_does(models_wit
         assert code == 0, server.log()[-3000:]
         assert elapsed < SAGEMAKER_KILL_SECONDS, elapsed
         assert "error" in result or result["reply"].status_code >= 500, result
+        # not silently: the log says a request was cut off
+        assert "1 request(s) still in progress after the" in server.log(), server.log()[-3000:]
         alive, _ = _leftovers(descendants, [], 5.0)
         try:
             assert not alive, [(p.pid, p.name()) for p in alive]

@@ -103,6 +103,8 @@ def test_every_line_arrives_whole_and_serve_writes_the_last(model_dir, tmp_path,
     pings = [line for line in lines if "GET /ping" in line]
     assert pings and all(line.startswith("127.0.0.1 [") for line in pings), pings[:5]
     assert re.search(r" INFO serve \[\d+\]: stopped$", lines[-1]), lines[-5:]
+    # one line per event (CloudWatch makes an event of each line): no block, no blank line
+    assert not [line for line in lines if not line.strip() or line[0] in " \t}"], text[:3000]
 
 
 def test_user_code_where_nothing_reads_it_is_named_with_where_it_goes(model_dir, tmp_path):

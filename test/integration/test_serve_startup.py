@@ -6,10 +6,12 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,81 @@ def test_a_model_server_that_cannot_load_its_model_stops_serve(tmp_path):
     result = run_serve(tmp_path / "models", tmp_path, {"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "60"})
     assert result.returncode == 1
     assert re.search(r"model-server-0 exited with code [1-9]\d* during start-up", result.stderr)
+    # the reason is the last line, with the model server's own last words (operations.md)
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert re.search(r"cannot start: model-server-0 exited with code [1-9]\d*: .+", last), last
+    assert "saved_model.pb" in last, last
+
+
+def test_a_start_past_its_wait_time_says_so_on_the_last_line(good_models, tmp_path):
+    """SAGEMAKER_TFS_WAIT_TIME_SECONDS passed (an inference.py slow to import): exit 1, the
+    reason on the last line."""
+    models = tmp_path / "models"
+    shutil.copytree(good_models, models)
+    (models / "code").mkdir()
+    (models / "code" / "inference.py").write_text("import time\n\ntime.sleep(60)\n")
+    result = run_serve(models, tmp_path, {"SAGEMAKER_TFS_WAIT_TIME_SECONDS": "2"})
+    assert result.returncode == 1
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert "cannot start: not ready after SAGEMAKER_TFS_WAIT_TIME_SECONDS=2" in last, last
+
+
+PAUSE_IMPORT = """
+import os, sys, time
+
+class Pause:  # serve (PID 1) pauses in its imports, once, saying so in a file
+    def find_spec(self, name, path=None, target=None):
+        if name == "sagemaker_serving.config.model_discovery" and os.getpid() == 1:
+            if not os.path.exists(MARKER):
+                open(MARKER, "w").close()
+                time.sleep(3)
+        return None
+
+sys.meta_path.insert(0, Pause())
+"""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs a PID namespace (root)"
+)
+def test_a_sigterm_while_serve_imports_stops_it_as_pid_1(good_models, tmp_path):
+    """As PID 1 (the image's entry point) a signal without a handler is dropped: a SIGTERM
+    sent while serve still imports its modules (SageMaker's, right after `docker run`) stops
+    it all the same, at once, instead of being lost until the SIGKILL 30 s later."""
+    import psutil
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    marker = tmp_path / "importing"
+    (hook / "sitecustomize.py").write_text(f"MARKER = {str(marker)!r}\n{PAUSE_IMPORT}")
+    port, high = free_port_range(5)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(hook),
+        "SAGEMAKER_BIND_TO_PORT": str(port),
+        "SAGEMAKER_SAFE_PORT_RANGE": f"{port + 1}-{high}",
+    }
+    command = [SERVE, "--model-dir", str(good_models), "--host", "127.0.0.1"]
+    unshare = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", *command],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert unshare.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        (serve,) = psutil.Process(unshare.pid).children()
+        serve.send_signal(signal.SIGTERM)
+        output, _ = unshare.communicate(timeout=20)
+    finally:
+        unshare.kill()  # and with it serve (--kill-child), should the signal have been lost
+        unshare.wait()
+    assert unshare.returncode == 0, output
+    assert "stopped during start-up (SIGTERM)" in output and "starting" not in output, output
 
 
 def test_batching_settings_reach_the_model_server(good_models, tmp_path):

@@ -182,6 +182,21 @@ def test_a_json_lines_request_streams_its_answer_lines_as_the_model_server_answe
     assert bad.json()["error"].startswith("Malformed JSON Lines: line 2")
 
 
+def test_a_bad_record_in_a_later_group_names_the_records_of_the_request(no_code):
+    """The model server numbers the elements of its own request, one group of STREAM_RECORDS:
+    the error event says which records of the client's request those are."""
+    body = "1.0\n" * (STREAM_RECORDS + 8) + '"text"\n'
+    reply = post(f"{no_code.url}/invocations", body, "application/jsonlines", "text/event-stream")
+    assert reply.status_code == 200
+    error = reply.content.split(b"\n\n")[-2]
+    assert error.startswith(b"event: error\ndata: "), reply.content[-500:]
+    message = json.loads(error.split(b"\n")[1].removeprefix(b"data: "))["error"]
+    first, last = STREAM_RECORDS + 1, STREAM_RECORDS + 9
+    where = f"records {first}-{last} of the request (element 0 is record {first}): "
+    assert message.startswith(where), message
+    assert "element: 8" in message, message
+
+
 def model_server_requests(server) -> int:
     """Requests the model server has answered (its Prometheus request_count)."""
     (port,) = server.rest_ports

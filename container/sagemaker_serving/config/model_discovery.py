@@ -53,6 +53,12 @@ def discover_models(model_dir: Path) -> list[Model]:
     if not model_dir.is_dir():
         problem = "is not a directory" if model_dir.exists() else "does not exist"
         raise ModelDiscoveryError(f"model directory {model_dir} {problem}")
+    if not os.access(model_dir, os.R_OK | os.X_OK):
+        raise ModelDiscoveryError(
+            f"model directory {model_dir} cannot be read by uid {os.geteuid()}, the user serve "
+            "runs as: make it readable by all (chmod -R a+rX; SageMaker's extracted "
+            "model.tar.gz is), or run the container with --user 0"
+        )
     models: dict[str, Model] = {}
     try:  # Python 3.11's os.walk recurses: a folder per level
         found = list(_model_dirs(model_dir))

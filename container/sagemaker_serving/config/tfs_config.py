@@ -13,9 +13,10 @@ from sagemaker_serving.config.settings import Settings
 MODEL_PLATFORM = "tensorflow"
 
 
-def model_config_text(models: Sequence[Model]) -> str:
-    """A ModelServerConfig serving every listed version of each model (`--model_config_file`)."""
-    return text_format.MessageToString(model_server_config(models))
+def model_config_text(models: Sequence[Model], one_line: bool = False) -> str:
+    """A ModelServerConfig serving every listed version of each model (`--model_config_file`);
+    `one_line` for a log line (one event in CloudWatch, not one per line of the file)."""
+    return text_format.MessageToString(model_server_config(models), as_one_line=one_line)
 
 
 def model_server_config(models: Sequence[Model]) -> model_server_config_pb2.ModelServerConfig:

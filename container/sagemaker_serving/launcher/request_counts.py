@@ -87,6 +87,7 @@ class RequestCounts:
         from sagemaker_serving.service.metrics import ServiceMetrics
 
         self.metrics = ServiceMetrics()
+        self.unanswered = 0  # requests nginx ended without an answer (status 000)
         self._thread = threading.Thread(target=self._count, name="request-counts", daemon=True)
 
     @property
@@ -105,6 +106,7 @@ class RequestCounts:
                 request = counted(line, self.default_model)
                 if request is not None:
                     self.metrics.request(*request)
+                    self.unanswered += request[1] == 0
         self.metrics.flush()
 
     def stop(self) -> None:

@@ -21,10 +21,22 @@ class UnsafeRunDirectory(StartupError):
     """The run directory (or one in or above it) is not the serving user's alone."""
 
 
+class NoTemporaryDirectory(StartupError):
+    """No temporary directory can be written (a read-only root without a tmpfs on /tmp)."""
+
+
 def prepare(requested: Path | None) -> Path:
     """A new private directory, or `requested` (made 0700 when missing), checked."""
     if requested is None:
-        return Path(tempfile.mkdtemp(prefix="sagemaker-serve-"))
+        try:
+            return Path(tempfile.mkdtemp(prefix="sagemaker-serve-"))
+        except OSError as exc:  # tempfile tried TMPDIR, /tmp, /var/tmp, ... and none was usable
+            raise NoTemporaryDirectory(
+                f"no writable temporary directory for the run directory ({exc.strerror or exc}; "
+                f"TMPDIR={os.environ.get('TMPDIR', '')!r}): with a read-only root file system, "
+                "mount a tmpfs on /tmp (docker run --read-only --tmpfs /tmp), or set TMPDIR to a "
+                "writable directory"
+            ) from None
     requested.absolute().parent.mkdir(parents=True, exist_ok=True)
     try:
         requested.mkdir(mode=0o700)

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, cast
 
 import process_utils
 from process_utils.exit_reason import MemoryCgroup, exit_reason
@@ -20,6 +20,7 @@ from sagemaker_serving.launcher.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
+TAIL_BYTES = 4096  # of a child's output, kept for its last line
 KILL_WAIT_SECONDS = 2.0  # after SIGKILL, the time a process gets to be reaped
 _POLL_SECONDS = 0.02
 
@@ -39,6 +40,19 @@ def reap_orphans(known: set[int]) -> list[int]:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(info.si_pid, 0)
         reaped.append(info.si_pid)
+
+
+class _Tail:
+    """A child's output pipe for the relay, keeping the last TAIL_BYTES it read."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.kept = b""
+
+    def read1(self, size: int = -1) -> bytes:
+        chunk = self.stream.read1(size)  # type: ignore[attr-defined]
+        self.kept = (self.kept + chunk)[-TAIL_BYTES:]
+        return chunk
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,7 @@ class Child:
         self.restart_at: float | None = None
         self.starts = 0
         self.relays: list[threading.Thread] = []  # one per start, until its pipe closes
+        self.tail: _Tail | None = None  # the last start's output, when relayed
 
     def start(self) -> None:
         log.info("starting %s: %s", self.name, " ".join(self.argv))
@@ -104,9 +119,9 @@ class Child:
         if self.watchdog is not None:
             self.watchdog.track(self.proc.pid)
         if self.relay is not None and self.proc.stdout is not None:
-            thread = threading.Thread(
-                target=self.relay, args=(self.name, self.proc.stdout), daemon=True
-            )
+            self.tail = _Tail(self.proc.stdout)
+            stream = cast(IO[bytes], self.tail)  # the relay reads it with read1 only
+            thread = threading.Thread(target=self.relay, args=(self.name, stream), daemon=True)
             thread.start()
             self.relays = [t for t in self.relays if t.is_alive()] + [thread]
         self.starts += 1
@@ -158,6 +173,15 @@ class Child:
                 return False
             time.sleep(min(_POLL_SECONDS, remaining))
         return True
+
+    def last_line(self, timeout: float) -> str | None:
+        """The last non-blank line the child wrote (its pipe relayed within `timeout` s), cut to
+        300 characters; None when it wrote none or is not relayed."""
+        self.drain(timeout)
+        kept = self.tail.kept if self.tail is not None else b""
+        lines = [line.strip() for line in kept.decode("utf-8", "replace").splitlines()]
+        last = next((line for line in reversed(lines) if line), None)
+        return last if last is None or len(last) <= 300 else last[:297] + "..."
 
     def drain(self, timeout: float) -> None:
         """Wait up to `timeout` s for what the child wrote to be relayed (its pipe closed)."""

@@ -32,8 +32,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 
-import psutil
-
+from process_utils.exit_reason import free_memory_bytes
 from process_utils.files import locked
 from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import build
@@ -166,7 +165,7 @@ class ModelEnvironments:
                     f"{self.config.max_environments}): unload one first",
                     507,
                 )
-            if psutil.virtual_memory().available < self.config.memory_reserve_bytes:
+            if free_memory_bytes() < self.config.memory_reserve_bytes:
                 raise MultiModelError(
                     "Not enough memory to start the model's handler processes (less than "
                     f"SAGEMAKER_MME_MEMORY_RESERVE_MB={self.config.memory_reserve_bytes >> 20} "

@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
-
+from process_utils.exit_reason import free_memory_bytes
 from sagemaker_serving.config.model_discovery import Model, find_model
 from sagemaker_serving.config.tfs_config import model_server_config
 from sagemaker_serving.errors import StatusError
@@ -221,7 +220,7 @@ class MultiModelManager:
             if f.is_file()
         )
         needed = int(size * MEMORY_FACTOR)
-        available = psutil.virtual_memory().available - self.memory_reserve_bytes
+        available = free_memory_bytes() - self.memory_reserve_bytes
         if needed > available:
             raise MultiModelError(
                 f"Not enough memory to load model {name}: it needs about {-(-needed >> 20)} MiB "

@@ -207,13 +207,20 @@ class Pipeline:
         """A JSON Lines body's answer lines, STREAM_RECORDS records at a time, each group's
         as soon as the model server has answered it."""
         lines = context._replace(accept_header=JSON_LINES_NAMES[0])
+        first = 1  # the group's first record, counted in the request
         for request in json_lines_groups(body, context.method or "predict", STREAM_RECORDS):
             self.metrics.records(request.records)
+            count = request.records or 0  # (a group always has its count)
             response = await self.client.rest.arequest(
                 "POST", context.rest_uri, request.body, context.deadline
             )
-            if response.status_code != 200:
-                raise ModelServerError(error_text(response.content), response.status_code)
+            if response.status_code != 200:  # its element numbers count from the group's first
+                where = f"records {first}-{first + count - 1} of the request"
+                raise ModelServerError(
+                    f"{where} (element 0 is record {first}): {error_text(response.content)}",
+                    response.status_code,
+                )
+            first += count
             text, _ = await self.placement.ours(False, self.formats.answer, response, lines)
             for line in bytes(text).splitlines():
                 yield line + b"\n"

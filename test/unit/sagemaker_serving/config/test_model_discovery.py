@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,17 @@ def test_model_dir_is_a_file(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(ModelDiscoveryError, match="is not a directory"):
         discover_models(tmp_path / "file")
+
+
+def test_an_unreadable_model_dir_says_so(tmp_path, monkeypatch):
+    """A model mounted with mode 0700 for another uid (the image runs as uid 1000): the reason
+    and the way out, not a bare PermissionError on a file it then looks for."""
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode: path != tmp_path and real_access(path, mode)
+    )
+    with pytest.raises(ModelDiscoveryError, match=r"cannot be read by uid \d+.*--user 0"):
+        discover_models(tmp_path)
 
 
 def test_empty_model_dir_names_expected_layouts(tmp_path):

@@ -43,6 +43,13 @@ def test_model_config_escapes_awkward_base_paths():
     assert entry.name == "m"
 
 
+def test_model_config_on_one_line_for_the_log_is_the_same_config():
+    models = [Model("a", Path("/opt/ml/model/a b"), (1, 2)), Model("b", Path("/m/b"), (3,))]
+    line = model_config_text(models, one_line=True)
+    assert "\n" not in line.strip()
+    assert parse_config(line) == parse_config(model_config_text(models))
+
+
 def test_model_config_lists_every_version():
     versions = tuple(range(50))
     (entry,) = parse_config(

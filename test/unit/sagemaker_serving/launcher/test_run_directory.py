@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from sagemaker_serving.launcher.run_directory import UnsafeRunDirectory, check, prepare
+from sagemaker_serving.launcher.run_directory import (
+    NoTemporaryDirectory,
+    UnsafeRunDirectory,
+    check,
+    prepare,
+)
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files of another user")
@@ -26,6 +31,18 @@ def shared_tmp(tmp_path: Path) -> Path:
 def test_a_missing_directory_is_made_private(tmp_path):
     run = prepare(shared_tmp(tmp_path) / "run")
     assert stat.S_IMODE(run.stat().st_mode) == 0o700 and run.stat().st_uid == os.geteuid()
+
+
+def test_no_writable_temporary_directory_says_what_to_do(monkeypatch):
+    """`docker run --read-only` without a tmpfs: tempfile finds no usable directory; the
+    StartupError names the fix, not a bare errno and a list of paths."""
+
+    def read_only(**_: object) -> str:
+        raise FileNotFoundError(2, "No usable temporary directory found in ['/tmp', '/var/tmp']")
+
+    monkeypatch.setattr("tempfile.mkdtemp", read_only)
+    with pytest.raises(NoTemporaryDirectory, match=r"--tmpfs /tmp.*or set TMPDIR"):
+        prepare(None)
 
 
 def test_an_own_directory_is_taken(tmp_path):

@@ -33,6 +33,8 @@ class _Conf:
 
 
 class _Counts:
+    unanswered = 0
+
     def stop(self) -> None:
         pass
 
