@@ -63,12 +63,12 @@ class EventLoopWorker(UvicornWorker):
         errors.propagate = True
 
     stuck = False  # every handler thread holds a call long past its deadline: ending
-    loop_held = False  # a handler holds the loop long past its deadline: said once
+    loop_held = False  # a handler holds the loop long past its deadline (said once per call)
 
     def run(self) -> None:
         threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
-        super().run()
-        if self.stuck:  # the interpreter's exit would wait for the stuck threads forever
+        super().run()  # after a SIGTERM, uvicorn raises it again once shut down: the end
+        if self.stuck:  # should it return, a normal exit would wait for the stuck threads
             logging.shutdown()
             os._exit(1)  # gunicorn starts another worker
 
@@ -76,15 +76,16 @@ class EventLoopWorker(UvicornWorker):
         pause = max(0.1, min(1.0, self.timeout / 4))
         while self.alive:
             time.sleep(pause)
-            if handler_holds_loop():
-                if not loop_call_overdue():
-                    self.notify()
-                elif not self.loop_held:  # gunicorn ends it at its timeout, starts another
-                    self.loop_held = True
-                    log.error(
-                        "a handler has held this worker's event loop long past its request's "
-                        "deadline (a handler that never returns): the worker ends, another starts"
-                    )
+            on_loop = handler_holds_loop()
+            overdue = on_loop and loop_call_overdue()
+            if on_loop and not overdue:
+                self.notify()
+            if overdue and not self.loop_held:  # gunicorn ends it at its timeout
+                log.error(
+                    "a handler has held this worker's event loop long past its request's "
+                    "deadline (a handler that never returns): the worker ends, another starts"
+                )
+            self.loop_held = overdue
             if threads_all_overdue() and not self.stuck:
                 self.stuck = True
                 log.error(

@@ -135,7 +135,7 @@ class Pipeline:
         if handlers.handler is not None:
             with self.metrics.stage("handler"):  # it calls the model server: a thread
                 result = await self.placement.thread(
-                    fork_guard.call, handlers.handler, data, context
+                    fork_guard.call, handlers.handler, data, context, user=True
                 )
             return made(*contract.answer(result, handlers.handler, "handler"), context)
         no_code = handlers.input_handler is None and handlers.output_handler is None
@@ -144,8 +144,14 @@ class Pipeline:
             return Answer(records, streaming.EVENT_STREAM)
         with self.metrics.stage("input_handler"):
             if handlers.input_handler is not None:
-                value = await self.placement.handler(handlers.input_handler, data, context)
-                request: Any = contract.request_body(value, handlers.input_handler)
+                fn = handlers.input_handler
+                value = await self.placement.handler(fn, data, context)
+                request: Any = contract.as_bytes(value)
+                if request is None:  # a file-like object or a generator: user code, read there
+                    read = contract.request_body
+                    request = await self.placement.thread(
+                        fork_guard.call, read, value, fn, user=True
+                    )
             else:
                 waits = self.formats.may_wait(context, len(data.getbuffer()))
                 request = await self.placement.ours(waits, self.formats.decode, data, context, True)

@@ -135,21 +135,25 @@ class Placement:
         here: fork_guard)."""
         record = self._record(fn) if self.adaptive else None
         if record is None or record.on_threads:
-            return await self.thread(fork_guard.call, fn, *args)
+            return await self.thread(fork_guard.call, fn, *args, user=True)
         if record.on_loop:
             return self._on_loop_call(fn, record, args)
-        result, error, cpu, wall = await self.thread(_timed, fn, args)
+        result, error, cpu, wall = await self.thread(_timed, fn, args, user=True)
         if not (record.on_loop or record.on_threads):  # another call may have moved it
             self._count(fn, record, cpu < QUICK_CPU_SECONDS and wall - cpu < QUICK_WAIT_SECONDS)
         if error is not None:
             raise error
         return result
 
-    async def thread(self, fn: Callable, *args: Any) -> Any:
-        """fn(*args) on a thread (with this task's context variables)."""
+    async def thread(self, fn: Callable, *args: Any, user: bool = False) -> Any:
+        """fn(*args) on a thread (with this task's context variables); a `user` code call is
+        watched for running long past its deadline (threads_all_overdue), ours are not (a
+        multi-model revival may take the load's time)."""
         context = contextvars.copy_context()
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, context.run, _tracked, fn, *args)
+        if user:
+            return await loop.run_in_executor(self.pool, context.run, _tracked, fn, *args)
+        return await loop.run_in_executor(self.pool, context.run, fn, *args)
 
     async def ours(self, wait: bool, fn: Callable, *args: Any) -> Any:
         """One of our conversions: on a thread when it may `wait` (or is large), else here."""

@@ -137,7 +137,7 @@ async def _next(chunks: Iterator | AsyncIterator, placement: Placement) -> Any:
     """The next chunk, or _END; a user's iterator is advanced on a thread."""
     if isinstance(chunks, AsyncIterator):
         return await anext(chunks, _END)
-    return await placement.thread(fork_guard.call, next, chunks, _END)
+    return await placement.thread(fork_guard.call, next, chunks, _END, user=True)
 
 
 async def _close(chunks: Iterator | AsyncIterator, placement: Placement) -> None:
@@ -147,7 +147,7 @@ async def _close(chunks: Iterator | AsyncIterator, placement: Placement) -> None
             if close is not None:
                 await close()
         elif (close := getattr(chunks, "close", None)) is not None:
-            await placement.thread(fork_guard.call, close)
+            await placement.thread(fork_guard.call, close, user=True)
     except Exception:
         log.exception("closing the streamed answer's iterator failed")
 
