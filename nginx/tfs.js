@@ -61,16 +61,12 @@ function tfsPath(r, only) {
     var model = r.variables.tfs_default_model;
     var version = null;
     var method = RULES.defaultMethod;
-    var pairs = (r.headersIn[ATTRIBUTES] || '').split(',');
-    for (var k = 0; k < pairs.length; k++) {
-        var start = pairs[k].indexOf(RULES.keyPrefix);
-        if (start < 0) {
-            continue;
-        }
-        var pair = pairs[k].slice(start).trim();
-        var eq = pair.indexOf('=');
-        var key = (eq < 0 ? pair : pair.slice(0, eq)).trim();
-        var value = eq < 0 ? '' : pair.slice(eq + 1).trim();
+    var pairs = new RegExp(RULES.pairPattern, 'g');
+    var header = r.headersIn[ATTRIBUTES] || '';
+    var pair;
+    while ((pair = pairs.exec(header)) !== null) {
+        var key = pair[1];
+        var value = pair[2].trim();
         if (key === RULES.modelNameKey) {
             model = value;
             if (!NAME_RE.test(value)) {

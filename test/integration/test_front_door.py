@@ -362,9 +362,9 @@ def test_one_field_of_several_megabytes(any_stack, body, content_type):
 def test_a_pair_after_other_attributes_routes_as_in_the_aws_container(
     any_stack, body, content_type
 ):
-    """The AWS container scans the header for `tfs-...=...`: `trace=7;tfs-model-name=strings`
+    """The AWS container scans the header for `tfs-...=...`: `trace=tfs-7;tfs-model-name=strings`
     names the model (nginx's pass-through and the service alike)."""
-    reply = post(any_stack, body, content_type, **{CA: "trace=7;tfs-model-name=strings"})
+    reply = post(any_stack, body, content_type, **{CA: "trace=tfs-7;tfs-model-name=strings"})
     assert reply.status_code == 200, reply.text
     assert reply.json() == {"predictions": [4]}
 

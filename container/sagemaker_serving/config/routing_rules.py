@@ -19,9 +19,10 @@ HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 MODEL_NAME = "tfs-model-name"
 MODEL_VERSION = "tfs-model-version"
 METHOD = "tfs-method"
-# Where a pair starts in its comma-separated item: the AWS container scans the header for
-# `tfs-[a-z-]+=[^,]+`, so `trace=1;tfs-model-name=m` names m.
-KEY_PREFIX = "tfs-"
+# A pair, wherever it is in the header, as the AWS container scans for `tfs-[a-z-]+=[^,]+`
+# (`trace=1;tfs-model-name=m` names m); spaces around `=` are allowed, an empty value is read
+# (and refused: a 400 says so).
+PAIR_PATTERN = re.compile(r"(tfs-[a-z-]+)\s*=([^,]*)")
 
 # Patterns in the syntax Python and JavaScript share (matched whole on both paths).
 MODEL_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")

@@ -170,7 +170,7 @@ def njs_tables(errors: dict[str, ErrorAnswer]) -> dict[str, object]:
     error answers (`front_door_errors`). tfs.js writes none of these itself."""
     return {
         "attributesHeader": routing_rules.HEADER,
-        "keyPrefix": routing_rules.KEY_PREFIX,
+        "pairPattern": routing_rules.PAIR_PATTERN.pattern,
         "modelNameKey": routing_rules.MODEL_NAME,
         "modelVersionKey": routing_rules.MODEL_VERSION,
         "methodKey": routing_rules.METHOD,

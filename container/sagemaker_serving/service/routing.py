@@ -10,13 +10,13 @@ from sagemaker_serving.config.routing_rules import (
     DEFAULT_METHOD,
     EXPECTED,
     HEADER,
-    KEY_PREFIX,
     METHOD,
     METHODS,
     MODEL_NAME,
     MODEL_NAME_PATTERN,
     MODEL_VERSION,
     MODEL_VERSION_PATTERN,
+    PAIR_PATTERN,
 )
 from sagemaker_serving.errors import StatusError
 from sagemaker_serving.formats.media import client_text
@@ -46,17 +46,12 @@ _VALID: dict[str, Callable[[str], object]] = {
 
 
 def parse_route(header: str | None, default_model: str) -> Route:
-    """Read tfs-model-name, tfs-model-version and tfs-method, in the header's order (the
-    last of a key wins); the first bad value is a 400, in the fast path's words. A pair is
-    found where it starts in its comma-separated item, as the AWS container's scan finds it
-    (`trace=1;tfs-model-name=m` names m)."""
+    """Read tfs-model-name, tfs-model-version and tfs-method where PAIR_PATTERN finds them,
+    in the header's order (the last of a key wins); the first bad value is a 400, in the fast
+    path's words."""
     values: dict[str, str] = {}
-    for item in (header or "").split(","):
-        start = item.find(KEY_PREFIX)
-        if start < 0:
-            continue
-        key, _, value = item[start:].partition("=")
-        key, value = key.strip(), value.strip()
+    for pair in PAIR_PATTERN.finditer(header or ""):
+        key, value = pair[1], pair[2].strip()
         valid = _VALID.get(key)
         if valid is None:
             continue

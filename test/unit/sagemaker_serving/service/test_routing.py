@@ -21,6 +21,7 @@ from sagemaker_serving.service.routing import Route, parse_route
         ),
         ("tfs-model-name=a,tfs-model-name=b", Route("b", model_given="b")),  # the last wins
         ("trace=1;tfs-model-name=m, id=tfs-", Route("m", model_given="m")),  # found as AWS does
+        ("trace=tfs-1;tfs-model-name=m", Route("m", model_given="m")),
         ("tfs-method=classify", Route("default", method="classify", method_given="classify")),
     ],
 )
