@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from process_utils.exit_reason import exit_reason
 from sagemaker_serving.config.settings import (
     DEFAULT_ENVIRONMENT_MAX_DISK_MB,
     DEFAULT_PIP_MAX_MEMORY_MB,
@@ -425,4 +426,8 @@ def check_import(code_dir: Path, module: str, paths: list[str], timeout_seconds:
         lines = [line for line in result.stderr.splitlines() if line.startswith(IMPORT_FAILED)]
         if lines:
             raise UserCodeError(json.loads(lines[-1][len(IMPORT_FAILED) :]))
-        raise UserCodeError(f"importing {path} failed (exit code {result.returncode})")
+        said = [line.strip() for line in result.stderr.splitlines() if line.strip()]
+        raise UserCodeError(  # a crash: its last words ("Fatal Python error: ...")
+            f"importing {path} failed: it {exit_reason(result.returncode)}"
+            + (f": {said[-1]}" if said else "")
+        )

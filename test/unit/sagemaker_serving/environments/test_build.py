@@ -221,17 +221,29 @@ def test_an_import_check_ends_with_the_worker_that_started_it(tmp_path):
                 found.append(p)
         return [p for p in found if p.status() != psutil.STATUS_ZOMBIE]
 
-    deadline = time.monotonic() + 30
-    while not checks() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert checks(), "the import check did not start"
-    time.sleep(0.5)  # importing: the worker waits on it
-    worker.kill()
-    worker.wait(10)
-    deadline = time.monotonic() + 10
-    while checks() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = checks()
-    for p in left:
-        p.kill()
+    try:
+        deadline = time.monotonic() + 30
+        while not checks() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert checks(), "the import check did not start"
+        time.sleep(0.5)  # importing: the worker waits on it
+        worker.kill()
+        worker.wait(10)
+        deadline = time.monotonic() + 10
+        while checks() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = checks()
+    finally:
+        worker.kill()
+        for p in checks():
+            p.kill()
     assert not left
+
+
+def test_an_import_that_crashes_the_interpreter_says_how_it_ended(tmp_path):
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    (code_dir / "inference.py").write_text("import ctypes\nctypes.string_at(0)\n")
+    with pytest.raises(build.UserCodeError) as caught:
+        build.check_import(code_dir, "inference_crash", [], 60)
+    assert "failed: it was killed by SIGSEGV" in str(caught.value), caught.value
