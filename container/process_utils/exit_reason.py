@@ -81,7 +81,11 @@ class MemoryCgroup:
         if not usage.isdigit():
             return None
         stat = _read(self.directory, "memory.stat") or ""
-        match = re.search(r"^(?:total_inactive_file|inactive_file) (\d+)$", stat, re.M)
+        # v1 lists the cgroup's own inactive_file before total_inactive_file, its whole tree's,
+        # which is what the usage counts; v2 has inactive_file, the tree's
+        match = re.search(r"^total_inactive_file (\d+)$", stat, re.M) or re.search(
+            r"^inactive_file (\d+)$", stat, re.M
+        )
         used = int(usage) - (int(match.group(1)) if match else 0)
         return max(0, limit - max(0, used))
 

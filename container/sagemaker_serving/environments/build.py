@@ -82,6 +82,12 @@ def has_user_code(code_dir: Path) -> bool:
     return any((code_dir / name).exists() for name in (INFERENCE_FILE, REQUIREMENTS_FILE, LIB_DIR))
 
 
+def has_handlers(code_dir: Path) -> bool:
+    """Whether code/ brings handlers (inference.py): one with only requirements.txt or lib/
+    has none, and the universal code or the built-in formats serve its model."""
+    return (code_dir / INFERENCE_FILE).is_file()
+
+
 @dataclass(frozen=True)
 class Environment:
     """A code directory ready to import: the directories it imports from (first wins), and

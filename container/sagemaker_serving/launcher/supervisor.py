@@ -51,7 +51,7 @@ class _Tail:
 
     def read1(self, size: int = -1) -> bytes:
         chunk = self.stream.read1(size)  # type: ignore[attr-defined]
-        self.kept = (self.kept + chunk)[-TAIL_BYTES:]
+        self.kept = (self.kept + chunk[-TAIL_BYTES:])[-TAIL_BYTES:]  # at most twice copied
         return chunk
 
 

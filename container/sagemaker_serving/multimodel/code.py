@@ -57,7 +57,9 @@ class ModelCode:
         if not build.has_user_code(model.code_dir):
             return model
         env_dir, pool_dir = self.environments.prepare(model.code_dir, model.internal_name, deadline)
-        if not _own_code(model.code_dir):  # requirements.txt installed (or refused), lib/ ...
+        if not build.has_handlers(
+            model.code_dir
+        ):  # requirements.txt installed (or refused), lib/ ...
             log.warning(
                 "model %s: %s has no %s: the universal code or the built-in formats serve it",
                 model.name,
@@ -138,7 +140,7 @@ class ModelCode:
             return handlers
 
     def _load(self, model: LoadedModel) -> Handlers:
-        if _own_code(model.code_dir):
+        if build.has_handlers(model.code_dir):
             if model.handlers:
                 try:  # ready since its load (or its revival): asked once, not waited for
                     return pool_handlers(
@@ -161,9 +163,3 @@ class ModelCode:
     def forget(self, model: LoadedModel) -> None:
         with self._lock:
             self._drop(model.internal_name)
-
-
-def _own_code(code_dir: Path) -> bool:
-    """Whether the model has handlers of its own: code/inference.py (a code/ without it, only
-    requirements.txt or lib/, has none, as a single model's has none)."""
-    return (code_dir / INFERENCE_FILE).is_file()

@@ -38,7 +38,7 @@ from sagemaker_serving.config.service_config import ServiceConfig
 from sagemaker_serving.environments import build
 from sagemaker_serving.environments import pool as handler_pool
 from sagemaker_serving.multimodel.errors import MultiModelError
-from sagemaker_serving.user_code.loading import INFERENCE_FILE, UserCodeError, UserCodeTimeout
+from sagemaker_serving.user_code.loading import UserCodeError, UserCodeTimeout
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class ModelEnvironments:
                 if made:
                     shutil.rmtree(env_dir, ignore_errors=True)
                 return "", ""
-            if not (code_dir / INFERENCE_FILE).is_file():  # no handlers to run there
+            if not build.has_handlers(code_dir):  # no handlers to run there
                 return str(env_dir), ""
             try:
                 self._start(environment, internal_name, env_dir, pool_dir, deadline)

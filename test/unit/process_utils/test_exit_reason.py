@@ -78,7 +78,9 @@ def test_free_memory_is_what_the_containers_limit_leaves(tmp_path):
     against the 1200 MiB (its inactive page cache counted as free), not the host's memory."""
     memory = cgroup_v1(tmp_path / "v1", kills=0, limit=1200 << 20)
     (memory / "memory.usage_in_bytes").write_text(f"{1000 << 20}\n")
-    (memory / "memory.stat").write_text(f"cache 0\ntotal_inactive_file {300 << 20}\n")
+    (memory / "memory.stat").write_text(
+        f"cache 0\ninactive_file {50 << 20}\ntotal_inactive_file {300 << 20}\n"  # v1's order
+    )
     host = meminfo(tmp_path, 20 << 10)
     assert free_memory_bytes(tmp_path / "v1", host) == 500 << 20
     cgroup_v2(tmp_path / "v2", kills=0, limit=str(1200 << 20))
