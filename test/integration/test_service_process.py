@@ -34,8 +34,8 @@ class Service:
         process.child.relay = self._relay
 
     def _relay(self, name: str, stream) -> None:
-        for raw in stream:
-            self.lines.append(raw.decode("utf-8", errors="replace"))
+        while chunk := stream.read1(65536):  # the supervisor's relay reads so too
+            self.lines.append(chunk.decode("utf-8", errors="replace"))
 
     def log(self) -> str:
         return "".join(self.lines)
