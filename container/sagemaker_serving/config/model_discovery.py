@@ -158,10 +158,13 @@ def _model_dirs(model_dir: Path) -> Iterator[tuple[Path, tuple[int, ...]]]:
     for top, dirs, files in os.walk(model_dir, onerror=_skipped, followlinks=True):
         directory = Path(top)
         if any(f in files for f in SAVED_MODEL_FILES):  # never a version directory: not walked
+            fix = (
+                f"a version directory itself: name {directory.parent} instead"
+                if directory.name.isdigit()
+                else f"put it in {directory / '1'}"
+            )
             log.warning(
-                "skipping %s: a SavedModel without a version directory (put it in %s)",
-                directory,
-                directory / "1",
+                "skipping %s: a SavedModel without a version directory (%s)", directory, fix
             )
         names = sorted(n for n in dirs if not n.startswith("."))
         if directory == model_dir:

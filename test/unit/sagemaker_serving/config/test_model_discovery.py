@@ -13,6 +13,7 @@ from sagemaker_serving.config.model_discovery import (
     ModelDiscoveryError,
     default_model,
     discover_models,
+    find_model,
 )
 
 
@@ -170,6 +171,13 @@ def test_a_saved_model_without_version_directory_beside_models_is_not_skipped_si
     (tmp_path / "bad" / "saved_model.pb").write_bytes(b"")
     assert [m.name for m in discover_models(tmp_path)] == ["good"]
     assert f"skipping {tmp_path / 'bad'}: a SavedModel without a version directory" in caplog.text
+    assert f"(put it in {tmp_path / 'bad' / '1'})" in caplog.text
+
+
+def test_a_version_directory_given_as_the_model_says_to_name_its_parent(tmp_path, caplog):
+    version(tmp_path, "m", "1")  # a multi-model load's url pointing at m/1, not m
+    assert find_model(tmp_path / "m" / "1", "m") is None
+    assert f"a version directory itself: name {tmp_path / 'm'} instead" in caplog.text
 
 
 def test_same_name_at_two_paths_is_an_error(tmp_path):
